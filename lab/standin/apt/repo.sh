@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The lab's STAND-IN NVIDIA CUDA apt repository: build it, serve it to podman
+# containers over http on the podman bridge gateway, stop it.
+#
+#   lab/standin/apt/repo.sh build   build (cached) and print the repository folder
+#   lab/standin/apt/repo.sh start   build, start the server if not running, print the base URL
+#   lab/standin/apt/repo.sh stop    stop the server this script started
+#   lab/standin/apt/repo.sh url     print the base URL (http://GATEWAY:PORT)
+#   lab/standin/apt/repo.sh status  exit 0 when the server answers
+#
+# Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
+# debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
+# apt at it. Env: SMSHARE_APT_PORT (18615), SMSHARE_APT_NETWORK (podman),
+# SMSHARE_APT_STATE (.lab/apt under the repository root).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+state=${SMSHARE_APT_STATE:-$root/.lab/apt}
+port=${SMSHARE_APT_PORT:-18615}
+network=${SMSHARE_APT_NETWORK:-podman}
+pidfile=$state/server.pid
+here=$root/lab/standin/apt
+
+gateway() {
+    local gw
+    gw=$(podman network inspect "$network" --format '{{range .Subnets}}{{.Gateway}}{{end}}' 2>/dev/null | head -n1)
+    [[ -n "$gw" ]] || { echo "no gateway for podman network $network" >&2; exit 1; }
+    echo "$gw"
+}
+
+url() { echo "http://$(gateway):$port"; }
+
+running() { [[ -s "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+build() { mkdir -p "$state"; python3 "$here/build_repo.py" --out "$state" --url "$(url)"; }
+
+# Before the first container the bridge (and its address) does not exist yet:
+# then a live server process is all there is to check.
+answers() {
+    ip -4 -o addr show | grep -q " inet $(gateway)/" || { running; return; }
+    python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$(url)/debian12/x86_64/Release" 2>/dev/null
+}
+
+case "${1:-}" in
+    build) build ;;
+    url) url ;;
+    status) running && answers ;;
+    start)
+        repo=$(build)
+        if ! running; then
+            setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
+                >>"$state/server.log" 2>&1 < /dev/null &
+            echo $! > "$pidfile"
+            for _ in $(seq 50); do answers && break; sleep 0.1; done
+            answers || { echo "repository server did not answer; see $state/server.log" >&2; exit 1; }
+        fi
+        url ;;
+    stop)
+        if running; then kill "$(cat "$pidfile")"; fi
+        rm -f "$pidfile" ;;
+    *) sed -n '2,16p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+esac
