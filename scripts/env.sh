@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by every script: the environment the tests, the lab and Molecule share.
 _smshare_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$_smshare_root/.venv/bin:$PATH"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-root=$PWD
+
 work=${SMSHARE_SANITY_DIR:-/tmp/smshare-sanity}
 dest=$work/ansible_collections/smshare/kai
 

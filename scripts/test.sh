@@ -2,7 +2,7 @@
 # Every test, stage by stage, with the time each took. `scripts/test.sh STAGE...`
 # runs only those stages. Stops at the first failing stage.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 . scripts/env.sh
 
 stage_lint() {
