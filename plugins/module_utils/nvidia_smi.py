@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""nvidia-smi: the queries gpu_info runs and their parsers.
+
+Queries use `--query-gpu=<fields> --format=csv,nounits` (with the header, so
+the columns are checked, never assumed). The CUDA version is not a query field:
+it is read from the banner of the default table ("CUDA Version: X.Y").
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner
+
+BINARY = "nvidia-smi"
+
+# field -> (header, converter). Headers are those nvidia-smi prints.
+GPU_FIELDS = [
+    ("index", "index", int),
+    ("uuid", "uuid", str),
+    ("name", "name", str),
+    ("pci.bus_id", "pci.bus_id", str),
+    ("memory.total", "memory.total [MiB]", int),
+    ("compute_mode", "compute_mode", str),
+    ("mig.mode.current", "mig.mode.current", str),
+    ("persistence_mode", "persistence_mode", str),
+    ("compute_cap", "compute_cap", str),
+    ("driver_version", "driver_version", str),
+]
+# Queried on its own: drivers that do not know it answer "not a valid field".
+# (unverified) field name; None when the driver does not report it.
+OPTIONAL_FIELDS = [("multiprocessor_count", "multiprocessor_count", int)]
+
+RESULT_KEYS = {"pci.bus_id": "pci_bus_id", "memory.total": "memory_total_mib",
+               "mig.mode.current": "mig_mode"}
+
+NOT_LOADED_RE = re.compile(r"couldn't communicate with the NVIDIA driver", re.I)
+MISMATCH_RE = re.compile(r"Driver/library version mismatch", re.I)
+NVML_VERSION_RE = re.compile(r"NVML library version:\s*(\S+)")
+INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
+CUDA_VERSION_RE = re.compile(r"CUDA Version:\s*([0-9.]+)")
+NVIDIA_VENDOR = "0x10de"
+NVSWITCH_CLASS_PREFIX = "0x0680"
+
+
+class NvidiaSmiError(Exception):
+    def __init__(self, msg, result=None, kind="failed"):
+        super(NvidiaSmiError, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+        self.kind = kind
+
+    def details(self):
+        details = {"failure": self.kind}
+        if self.result is not None:
+            details.update(self.result.as_dict())
+        return details
+
+
+def check_driver(result):
+    """Raise the named failures every nvidia-smi call can meet."""
+    text = result.stdout + result.stderr
+    if MISMATCH_RE.search(text):
+        lib = NVML_VERSION_RE.search(text)
+        raise NvidiaSmiError(
+            "NVIDIA driver/library version mismatch: the loaded kernel module is not the "
+            "installed driver%s. This is what a driver upgrade without a reboot leaves: "
+            "reboot the node (drain it first)." % (
+                " (user-space library %s)" % lib.group(1) if lib else ""),
+            result, kind="driver_library_mismatch")
+    if NOT_LOADED_RE.search(text):
+        raise NvidiaSmiError(
+            "the NVIDIA driver is not loaded (nvidia-smi cannot talk to it): install the driver "
+            "and reboot, or load the kernel module", result, kind="driver_not_loaded")
+
+
+def parse_csv(out, fields):
+    lines = [line for line in out.splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("no header line")
+    header = [c.strip() for c in lines[0].split(",")]
+    wanted = [f[1] for f in fields]
+    if header != wanted:
+        raise ValueError("expected the header %r, got %r" % (", ".join(wanted), lines[0]))
+    rows = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(fields):
+            raise ValueError("row with %d cells: %r" % (len(cells), line))
+        row = {}
+        for (field, _header, convert), cell in zip(fields, cells):
+            key = RESULT_KEYS.get(field, field)
+            if cell.startswith("[") or cell in ("N/A", "[N/A]"):
+                row[key] = None  # [N/A], [Not Supported]: not reported
+                continue
+            row[key] = convert(cell)
+        rows.append(row)
+    return rows
+
+
+def parse_cuda_version(out):
+    match = CUDA_VERSION_RE.search(out)
+    if not match:
+        raise ValueError("no 'CUDA Version:' in the banner")
+    return match.group(1)
+
+
+def count_nvswitches(pci_devices_path):
+    """NVSwitches are PCI bridges (class 0x0680xx) of vendor 0x10de."""
+    count = 0
+    try:
+        entries = sorted(os.listdir(pci_devices_path))
+    except (IOError, OSError):
+        return None
+    for entry in entries:
+        try:
+            with open(os.path.join(pci_devices_path, entry, "vendor")) as handle:
+                vendor = handle.read().strip().lower()
+            with open(os.path.join(pci_devices_path, entry, "class")) as handle:
+                pci_class = handle.read().strip().lower()
+        except (IOError, OSError):
+            continue
+        if vendor == NVIDIA_VENDOR and pci_class.startswith(NVSWITCH_CLASS_PREFIX):
+            count += 1
+    return count
+
+
+class NvidiaSmi:
+    def __init__(self, module):
+        self.runner = CommandRunner(module, BINARY)
+
+    @property
+    def available(self):
+        return self.runner.available
+
+    def run(self, args):
+        if not self.runner.available:
+            raise NvidiaSmiError("nvidia-smi is not installed: install the NVIDIA driver "
+                                 "(nvidia-smi ships with it)", kind="nvidia_smi_missing")
+        result = self.runner.run(args)
+        check_driver(result)
+        return result
+
+    def query(self, fields):
+        args = ["--query-gpu=%s" % ",".join(f[0] for f in fields), "--format=csv,nounits"]
+        result = self.run(args)
+        if result.rc != 0:
+            invalid = INVALID_FIELD_RE.search(result.stdout + result.stderr)
+            kind = "invalid_field" if invalid else "failed"
+            raise NvidiaSmiError("nvidia-smi %s failed (rc=%d): %s" % (
+                " ".join(args), result.rc, (result.stdout + result.stderr).strip()),
+                result, kind=kind)
+        try:
+            return parse_csv(result.stdout, fields)
+        except ValueError as exc:
+            raise NvidiaSmiError("unexpected output of nvidia-smi %s (%s): %r"
+                                 % (" ".join(args), exc, result.stdout), result, kind="unparsable")
+
+    def gpus(self):
+        gpus = self.query(GPU_FIELDS)
+        for field in OPTIONAL_FIELDS:
+            key = RESULT_KEYS.get(field[0], field[0])
+            try:
+                values = self.query([("index", "index", int), field])
+            except NvidiaSmiError as exc:
+                if exc.kind != "invalid_field":
+                    raise
+                values = []
+            by_index = dict((row["index"], row[key]) for row in values)
+            for gpu in gpus:
+                gpu[key] = by_index.get(gpu["index"])
+        return gpus
+
+    def cuda_version(self):
+        result = self.run([])
+        if result.rc != 0:
+            raise NvidiaSmiError("nvidia-smi failed (rc=%d): %s" % (
+                result.rc, (result.stdout + result.stderr).strip()), result)
+        try:
+            return parse_cuda_version(result.stdout)
+        except ValueError as exc:
+            raise NvidiaSmiError("unexpected output of nvidia-smi (%s): %r"
+                                 % (exc, result.stdout[:400]), result, kind="unparsable")
