@@ -1,0 +1,1 @@
+"""The local lab: Kubernetes from Debian's source, registry, GPU-node containers."""

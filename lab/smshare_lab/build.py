@@ -1,0 +1,247 @@
+"""Build Kubernetes 1.20.2 from Debian's `kubernetes` source package, cached by version.
+
+Cold: fetch the source (apt-get source --download-only), unpack it, replace the
+vendored reflect2 with Debian's (the v1.0.1 copy crashes the apiserver under Go
+1.19 on the first custom-resource write), then `make WHAT=cmd/<x>` per binary
+with CGO_ENABLED=0. Binaries land in <cache>/kubernetes-<version>/bin; a
+binary already there is never rebuilt. Concurrent builds serialize on a lock.
+"""
+import fcntl
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .paths import CACHE
+from .util import LabError, out, run, say
+
+CONTROL_PLANE = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+NODE = ["kubelet", "pause"]
+ALL = CONTROL_PLANE + NODE
+
+DEB_SRC_FILE = Path("/etc/apt/sources.list.d/smshare-lab-deb-src.sources")
+REFLECT2_DEBIAN = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
+APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
+
+
+def _has_deb_src():
+    files = [Path("/etc/apt/sources.list")] + [Path(p) for p in glob.glob("/etc/apt/sources.list.d/*")]
+    for path in files:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".sources":
+            for stanza in re.split(r"\n\s*\n", text):
+                fields = dict(re.findall(r"^(\w[\w-]*):\s*(.*)$", stanza, re.M))
+                if ("deb-src" in fields.get("Types", "").split()
+                        and "bookworm" in fields.get("Suites", "").split()
+                        and "main" in fields.get("Components", "").split()
+                        and fields.get("Enabled", "yes") != "no"):
+                    return True
+        elif path.suffix == ".list" or path.name == "sources.list":
+            for line in text.splitlines():
+                words = line.split("#")[0].split()
+                if words[:1] == ["deb-src"] and "bookworm" in words and "main" in words:
+                    return True
+    return False
+
+
+def ensure_deb_src():
+    """Add a deb-src entry for bookworm main (a file of ours) when none is configured."""
+    if _has_deb_src():
+        return
+    say(f"adding a deb-src entry for bookworm main: {DEB_SRC_FILE}")
+    DEB_SRC_FILE.write_text(
+        "# Written by smshare lab/labctl: the Kubernetes source package for the lab.\n"
+        "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+    run(["apt-get", *APT_LOCK, "update", "-qq"])
+
+
+def source_version():
+    """The version of the `kubernetes` source package apt would fetch."""
+    ensure_deb_src()
+    text = out(["apt-cache", "showsrc", "--only-source", "kubernetes"])
+    versions = re.findall(r"^Version:\s*(\S+)", text, re.M)
+    if not versions:
+        raise LabError("apt knows no `kubernetes` source package: check the deb-src entry "
+                       f"({DEB_SRC_FILE}) and run apt-get update")
+    best = versions[0]
+    for ver in versions[1:]:
+        if run(["dpkg", "--compare-versions", ver, "gt", best], check=False).returncode == 0:
+            best = ver
+    return best
+
+
+def cache_dir(version):
+    return CACHE / f"kubernetes-{version}"
+
+
+def bin_dir(version):
+    return cache_dir(version) / "bin"
+
+
+def missing(version, targets):
+    return [t for t in targets if not (bin_dir(version) / t).is_file()]
+
+
+def _source_tree(version):
+    """Fetch and unpack the source once; patch reflect2. Returns the tree's path."""
+    work = CACHE / "src"
+    upstream = version.split(":")[-1].rsplit("-", 1)[0]
+    tree = work / f"kubernetes-{upstream}"
+    stamp = tree / ".smshare-ready"
+    if stamp.is_file():
+        return tree
+    work.mkdir(parents=True, exist_ok=True)
+    if tree.exists():
+        shutil.rmtree(tree)
+    say(f"fetching the kubernetes {version} source package (about 34 MB)")
+    run(["apt-get", *APT_LOCK, "source", "--download-only", "-qq", f"kubernetes={version}"], cwd=work)
+    dscs = sorted(work.glob(f"kubernetes_{version.split(':')[-1]}.dsc"))
+    if not dscs:
+        raise LabError(f"apt-get source left no kubernetes_{version}.dsc in {work}")
+    say("unpacking the source")
+    run(["dpkg-source", "--no-check", "-x", str(dscs[0]), str(tree)], capture=True)
+    _patch_reflect2(tree)
+    stamp.write_text(version + "\n")
+    return tree
+
+
+def _patch_reflect2(tree):
+    vendored = tree / "vendor" / "github.com" / "modern-go" / "reflect2"
+    if not REFLECT2_DEBIAN.is_dir():
+        raise LabError(f"{REFLECT2_DEBIAN} is missing: apt-get install golang-github-modern-go-reflect2-dev")
+    if not vendored.is_dir():
+        raise LabError(f"the source has no vendored reflect2 at {vendored}: unexpected layout")
+    say("replacing vendored modern-go/reflect2 v1.0.1 with Debian's 1.0.2 (apiserver SIGSEGV fix)")
+    for old in vendored.glob("*.go"):
+        old.unlink()
+    for new in REFLECT2_DEBIAN.iterdir():
+        if new.suffix in (".go", ".s") and not new.name.endswith("_test.go"):
+            shutil.copy2(new, vendored / new.name)
+
+
+def _make_env(tree):
+    # Like debian/rules: the archive carries its version (v1.20.2) itself.
+    env = dict(os.environ)
+    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOPATH": str(tree / ".go")})
+    link = tree / ".go" / "src" / "k8s.io" / "kubernetes"
+    if not link.is_symlink():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to("../../..")
+    return env
+
+
+def _run_logged(argv, cwd, env, log, label):
+    """Run a long step with its output in `log`, printing a heartbeat meanwhile."""
+    start = time.monotonic()
+    with open(log, "a") as fh:
+        fh.write(f"\n### {label}: {' '.join(argv)}\n")
+        fh.flush()
+        proc = subprocess.Popen(["nice", "-n", "10", *argv], cwd=cwd, env=env,
+                                stdout=fh, stderr=subprocess.STDOUT)
+        next_beat = 30
+        while proc.poll() is None:
+            time.sleep(1)
+            elapsed = time.monotonic() - start
+            if elapsed >= next_beat:
+                say(f"  {label}: still building ({elapsed:.0f}s, log {log})")
+                next_beat += 30
+    if proc.returncode != 0:
+        tail = "".join(open(log, errors="replace").readlines()[-30:])
+        raise LabError(f"{label} failed (rc={proc.returncode}); last lines of {log}:\n{tail}")
+    return time.monotonic() - start
+
+
+def _build_pause(tree, dest):
+    src = tree / "build" / "pause" / "linux" / "pause.c"
+    if not src.is_file():
+        src = tree / "build" / "pause" / "pause.c"
+    if not src.is_file():
+        raise LabError(f"no pause.c in {tree}/build/pause: unexpected source layout")
+    run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.4-smshare", "-o", str(dest), str(src)])
+    run(["strip", str(dest)], check=False)
+
+
+def build(targets=None, version=None):
+    """Make sure every binary in `targets` is in the cache; build what is missing."""
+    targets = list(targets or CONTROL_PLANE)
+    version = version or source_version()
+    bins = bin_dir(version)
+    if not missing(version, targets):
+        return bins
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lock_path = CACHE / f"kubernetes-{version}.lock"
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another build holds {lock_path}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        todo = missing(version, targets)
+        if not todo:
+            return bins
+        say(f"building {', '.join(todo)} from Debian's kubernetes {version} "
+            "(cold: about 4 min on 2 cores, cached afterwards in {})".format(bins))
+        tree = _source_tree(version)
+        bins.mkdir(parents=True, exist_ok=True)
+        log = cache_dir(version) / "build.log"
+        env = _make_env(tree)
+        for i, name in enumerate(todo, 1):
+            say(f"[{i}/{len(todo)}] {name}")
+            start = time.monotonic()
+            if name == "pause":
+                _build_pause(tree, bins / "pause.tmp")
+                os.replace(bins / "pause.tmp", bins / "pause")
+            else:
+                _run_logged(["make", f"WHAT=cmd/{name}"], tree, env, log, name)
+                built = tree / "_output" / "local" / "bin" / "linux" / "amd64" / name
+                if not built.is_file():
+                    built = tree / "_output" / "bin" / name
+                shutil.copy2(built, bins / f"{name}.tmp")
+                os.replace(bins / f"{name}.tmp", bins / name)
+            say(f"[{i}/{len(todo)}] {name} done in {time.monotonic() - start:.0f}s")
+    return bins
+
+
+def start_background(targets, log_path):
+    """Start `labctl build` detached; returns the Popen (or None when nothing is missing)."""
+    version = source_version()
+    if not missing(version, targets):
+        return None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(log_path, "a")
+    labctl = Path(__file__).resolve().parents[1] / "labctl"
+    return subprocess.Popen([sys.executable, str(labctl), "build", *targets],
+                            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def follow(proc, log_path):
+    """Wait for a background build, echoing its progress lines."""
+    done = threading.Event()
+
+    def tail():
+        with open(log_path, errors="replace") as fh:
+            fh.seek(0, os.SEEK_END)
+            while not done.is_set():
+                line = fh.readline()
+                if line:
+                    sys.stdout.write("  build| " + line)
+                    sys.stdout.flush()
+                else:
+                    time.sleep(0.5)
+            for line in fh:
+                sys.stdout.write("  build| " + line)
+    thread = threading.Thread(target=tail, daemon=True)
+    thread.start()
+    rc = proc.wait()
+    done.set()
+    thread.join(timeout=2)
+    if rc != 0:
+        raise LabError(f"the Kubernetes build failed (rc={rc}); see {log_path}")

@@ -1,0 +1,218 @@
+"""Command line of lab/labctl: up, down, status, env, build."""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import time
+
+from . import build as kbuild
+from . import control_plane, gpu_nodes, inventory, pki, proc, registry
+from . import node_tier
+from .paths import KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
+from .util import LabError, die, say
+
+FACTS = STATE / "lab.json"
+LAB_BIN = STATE / "bin"
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+
+
+def read_facts():
+    try:
+        return json.loads(FACTS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _link_tools(bins):
+    LAB_BIN.mkdir(parents=True, exist_ok=True)
+    for name in ("kubectl",):
+        link = LAB_BIN / name
+        if link.is_symlink() or link.exists():
+            if os.readlink(link) == str(bins / name):
+                continue
+            link.unlink()
+        link.symlink_to(bins / name)
+
+
+def cmd_up(args):
+    timings = {}
+    t0 = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    targets = kbuild.CONTROL_PLANE + (kbuild.NODE if args.nodes else [])
+    version = kbuild.source_version()
+    build_log = LOGS / "build.log"
+    builder = kbuild.start_background(targets, build_log)
+    if builder:
+        say(f"Kubernetes binaries not cached yet: building in the background (log {build_log})")
+
+    step = time.monotonic()
+    say("PKI and etcd")
+    pki.ensure()
+    control_plane.start_etcd()
+    timings["pki+etcd"] = time.monotonic() - step
+
+    step = time.monotonic()
+    say("registry (lab/registry.sh)")
+    reg = registry.up()
+    timings["registry"] = time.monotonic() - step
+
+    step = time.monotonic()
+    say(f"GPU nodes: {args.gpu_nodes} podman containers from {gpu_nodes.IMAGE}")
+    nodes = gpu_nodes.up(args.gpu_nodes)
+    apt_url = gpu_nodes.standin_apt_up() if nodes else ""
+    timings["gpu nodes"] = time.monotonic() - step
+
+    step = time.monotonic()
+    if builder:
+        kbuild.follow(builder, build_log)
+    bins = kbuild.build(targets, version)   # no-op when cached; raises if still missing
+    timings["build (wait)"] = time.monotonic() - step
+
+    step = time.monotonic()
+    say("control plane: kube-apiserver, kube-controller-manager, kube-scheduler")
+    started = control_plane.start_kube(bins)
+    _link_tools(bins)
+    timings["control plane"] = time.monotonic() - step
+
+    kube_nodes = []
+    if args.nodes:
+        step = time.monotonic()
+        say(f"node tier: containerd + kubelet ({node_tier.NODE_NAME})")
+        kube_nodes = node_tier.up(bins)
+        timings["node tier"] = time.monotonic() - step
+
+    inventory.write(reg, apt_url)
+    extra_inventory = inventory.write_nodes(nodes)
+    facts = {
+        "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
+        "bin_dir": str(bins), "kubernetes_package_version": version,
+        "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url,
+        "node_tier": bool(args.nodes), "kube_nodes": kube_nodes,
+        "vault_password_file": str(VAULT_PASS),
+        "inventory": [str(ROOT / "inventories" / "lab")] + ([str(extra_inventory)] if extra_inventory else []),
+    }
+    FACTS.write_text(json.dumps(facts, indent=2) + "\n")
+    FACTS.chmod(0o600)
+    timings["total"] = time.monotonic() - t0
+    say("lab is up" + ("" if started or builder else " (everything was already running)"))
+    for name, secs in timings.items():
+        print(f"  {name:<15} {secs:6.1f}s")
+    print(f"  kubeconfig      {KUBECONFIG}\n  use it with     eval \"$({LAB_DIR / 'labctl'} env)\"")
+    return 0
+
+
+def cmd_down(args):
+    say("stopping the lab")
+    node_tier.down()
+    control_plane.stop_all()
+    registry.down()
+    gpu_nodes.down()
+    inventory.remove()
+    shutil.rmtree(STATE / "etcd", ignore_errors=True)
+    FACTS.unlink(missing_ok=True)
+    for name in proc.tracked():   # anything else we started
+        proc.stop(name)
+    if args.purge:
+        shutil.rmtree(STATE, ignore_errors=True)
+    say("lab is down")
+    return 0
+
+
+def status_rows():
+    facts = read_facts()
+    rows = []
+    for name in control_plane.COMPONENTS:
+        rows.append((name, control_plane.healthy(name), proc.pid_of(name) or "-", ""))
+    ok, detail = registry.status()
+    rows.append(("registry", ok, "-", detail))
+    for name, healthy, detail in gpu_nodes.status():
+        rows.append((f"gpu node {name}", healthy, "-", detail))
+    if facts.get("standin_apt_url"):
+        ok, detail = gpu_nodes.standin_apt_status()
+        rows.append(("stand-in NVIDIA apt repository", ok, "-", detail))
+    if facts.get("node_tier") or node_tier.anything_running():
+        rows.extend(node_tier.status())
+    return rows
+
+
+def cmd_status(_args):
+    rows = status_rows()
+    print(f"{'COMPONENT':<34} {'STATE':<8} {'PID':<8} DETAIL")
+    bad = False
+    for name, healthy, pid, detail in rows:
+        state = "n/a" if healthy is None else ("up" if healthy else "DOWN")
+        bad = bad or healthy is False
+        print(f"{name:<34} {state:<8} {str(pid):<8} {detail}")
+    print(f"kubeconfig: {KUBECONFIG}" + ("" if KUBECONFIG.is_file() else " (absent)"))
+    return 1 if bad else 0
+
+
+def cmd_env(_args):
+    facts = read_facts()
+    if not facts:
+        die("the lab is not up (no .lab/lab.json): run lab/labctl up")
+    lines = {
+        "KUBECONFIG": facts["kubeconfig"],
+        "ANSIBLE_VAULT_PASSWORD_FILE": facts["vault_password_file"],
+        "SMSHARE_LAB_INVENTORY": " ".join(f"-i {p}" for p in facts["inventory"]),
+        "PATH": f"{LAB_DIR / 'bin'}:{LAB_BIN}:{os.environ.get('PATH', '')}",
+    }
+    reg = facts.get("registry") or {}
+    if reg:
+        lines["SMSHARE_LAB_REGISTRY"] = reg["address"]
+        lines["SMSHARE_LAB_REGISTRY_CA"] = reg["ca"]
+    for key, value in lines.items():
+        print(f"export {key}={shlex.quote(value)}")
+    print("# then: ansible-playbook site.yml $SMSHARE_LAB_INVENTORY")
+    return 0
+
+
+def cmd_load_image(args):
+    if not node_tier.proc.pid_of("containerd"):
+        die("the node tier is not running: lab/labctl up --nodes")
+    for ref in args.images:
+        node_tier.load_podman_image(ref)
+        say(f"imported {ref} into the node tier's containerd (k8s.io)")
+    return 0
+
+
+def cmd_build(args):
+    print(kbuild.build(args.targets or kbuild.ALL))
+    return 0
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="labctl", description="the smshare local lab")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up", help="bring the lab up (idempotent)")
+    p_up.add_argument("--nodes", action="store_true", default=_env_flag("SMSHARE_LAB_NODES"),
+                      help="also run the node tier: kubelet + containerd (env SMSHARE_LAB_NODES=1)")
+    p_up.add_argument("--gpu-nodes", type=int, default=int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")),
+                      help="number of GPU-node containers (env SMSHARE_LAB_GPU_NODES, default 2)")
+    p_down = sub.add_parser("down", help="stop everything the lab started")
+    p_down.add_argument("--purge", action="store_true", help="also delete .lab/ (PKI, logs, vault password)")
+    sub.add_parser("status", help="table of components; exit 1 when one is down")
+    sub.add_parser("env", help="shell exports for kubectl/helm/ansible-playbook against the lab")
+    p_load = sub.add_parser("load-image", help="import podman images into the node tier's containerd")
+    p_load.add_argument("images", nargs="+", metavar="IMAGE")
+    p_build = sub.add_parser("build", help="build and cache the Kubernetes binaries")
+    p_build.add_argument("targets", nargs="*", metavar="TARGET",
+                         help=f"any of {', '.join(kbuild.ALL)} (default: all)")
+    args = parser.parse_args(argv)
+    if args.cmd == "build" and set(args.targets) - set(kbuild.ALL):
+        parser.error(f"unknown build target(s): {', '.join(sorted(set(args.targets) - set(kbuild.ALL)))}")
+    if args.cmd == "up" and args.gpu_nodes < 0:
+        parser.error("--gpu-nodes must be 0 or more")
+    if os.geteuid() != 0:
+        die("the lab needs root (etcd data, iptables, containerd, podman as root)")
+    try:
+        return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env,
+                "build": cmd_build, "load-image": cmd_load_image}[args.cmd](args)
+    except LabError as exc:
+        die(str(exc))
+    return 1

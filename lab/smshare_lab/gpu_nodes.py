@@ -1,0 +1,145 @@
+"""GPU nodes: podman containers from localhost/smshare-node:debian12, systemd as PID 1."""
+import json
+import os
+import time
+
+from .paths import LAB_DIR, ROOT, STATE
+from .util import LabError, out, run, say
+
+IMAGE = os.environ.get("SMSHARE_LAB_NODE_IMAGE", "localhost/smshare-node:debian12")
+NAME_PREFIX = "smshare-lab-gpu-"
+LABEL = "io.smshare.lab=gpu-node"
+NODE_IMAGE_SCRIPT = LAB_DIR / "node-image.sh"
+# The stand-in NVIDIA apt repository (driver engineer's): served over http on the
+# podman bridge gateway, so nodes stay on the default podman network.
+STANDIN_APT_SCRIPT = LAB_DIR / "standin" / "apt" / "repo.sh"
+COUNT_FILE = STATE / "gpu-nodes.json"
+
+
+def podman_env():
+    env = dict(os.environ)
+    env.setdefault("CONTAINERS_CONF", str(ROOT / "molecule" / "containers.conf"))
+    return env
+
+
+def podman(*args, check=True, capture=True):
+    return run(["podman", *args], check=check, capture=capture, env=podman_env())
+
+
+def names(count):
+    return [f"{NAME_PREFIX}{i:02d}" for i in range(1, count + 1)]
+
+
+def existing():
+    """{name: state} of every lab GPU-node container, running or not."""
+    res = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json", check=False)
+    if res.returncode != 0:
+        return {}
+    return {c["Names"][0]: c.get("State", "") for c in json.loads(res.stdout or "[]")}
+
+
+def image_present():
+    return podman("image", "exists", IMAGE, check=False).returncode == 0
+
+
+def ensure_image():
+    if NODE_IMAGE_SCRIPT.is_file():
+        # Cheap when the image is current (the script compares a recipe label).
+        if not image_present():
+            say(f"building the node image {IMAGE} with {NODE_IMAGE_SCRIPT} (about 1 min)")
+        run(["bash", str(NODE_IMAGE_SCRIPT)], env=dict(podman_env(), SMSHARE_NODE_IMAGE=IMAGE), capture=True)
+        if not image_present():
+            raise LabError(f"{NODE_IMAGE_SCRIPT} ran but {IMAGE} is still missing")
+        return True
+    say(f"SKIP GPU nodes: image {IMAGE} is missing and {NODE_IMAGE_SCRIPT} is not there yet "
+        "(the driver-role engineer's script builds it)")
+    return False
+
+
+def _systemd_up(name):
+    res = podman("exec", name, "systemctl", "is-system-running", check=False)
+    return res.stdout.strip() in ("running", "degraded")
+
+
+def up(count):
+    """Start `count` nodes (and remove surplus ones). Returns the node names, [] if skipped."""
+    if count < 0:
+        raise LabError(f"GPU node count must be 0 or more, got {count}")
+    wanted = names(count)
+    current = existing()
+    for name in sorted(set(current) - set(wanted)):
+        say(f"removing surplus GPU node {name}")
+        podman("rm", "-f", "-t", "5", name)
+    if count == 0:
+        COUNT_FILE.write_text(json.dumps({"count": 0, "names": []}))
+        return []
+    if not ensure_image():
+        return []
+    started = []
+    for name in wanted:
+        state = current.get(name)
+        if state == "running":
+            continue
+        if state:
+            podman("start", name)
+        else:
+            argv = ["run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
+                    "--systemd=always", "--stop-signal", "SIGRTMIN+3", "--stop-timeout", "10"]
+            podman(*argv, IMAGE, "/sbin/init")
+        started.append(name)
+    deadline = time.monotonic() + 90
+    for name in started:
+        while not _systemd_up(name):
+            if time.monotonic() > deadline:
+                state = podman("exec", name, "systemctl", "is-system-running", check=False).stdout
+                raise LabError(f"systemd in {name} did not come up ({state.strip()}); "
+                               f"see `podman logs {name}`")
+            time.sleep(0.5)
+    COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
+    COUNT_FILE.write_text(json.dumps({"count": count, "names": wanted}))
+    return wanted
+
+
+def standin_apt_up():
+    """Start the stand-in NVIDIA apt repository server; its base URL, or "" when absent."""
+    if not STANDIN_APT_SCRIPT.is_file():
+        say(f"SKIP stand-in NVIDIA apt repository: {STANDIN_APT_SCRIPT} is not there yet")
+        return ""
+    return run(["bash", str(STANDIN_APT_SCRIPT), "start"], capture=True, env=podman_env()).stdout.strip()
+
+
+def standin_apt_status():
+    if not STANDIN_APT_SCRIPT.is_file():
+        return None, "lab/standin/apt/repo.sh not there yet"
+    res = run(["bash", str(STANDIN_APT_SCRIPT), "status"], check=False, capture=True, env=podman_env())
+    url = run(["bash", str(STANDIN_APT_SCRIPT), "url"], check=False, capture=True, env=podman_env())
+    return res.returncode == 0, url.stdout.strip()
+
+
+def down():
+    for name in sorted(existing()):
+        podman("rm", "-f", "-t", "10", name)
+    if STANDIN_APT_SCRIPT.is_file():
+        run(["bash", str(STANDIN_APT_SCRIPT), "stop"], check=False, capture=True, env=podman_env())
+    COUNT_FILE.unlink(missing_ok=True)
+
+
+def status():
+    """[(name, healthy, detail)] for the nodes the lab is meant to run."""
+    try:
+        meant = json.loads(COUNT_FILE.read_text())["names"]
+    except (OSError, ValueError, KeyError):
+        meant = []
+    current = existing()
+    rows = []
+    for name in sorted(set(meant) | set(current)):
+        state = current.get(name, "absent")
+        rows.append((name, state == "running" and name in meant, state))
+    return rows
+
+
+def wanted_names():
+    try:
+        return json.loads(COUNT_FILE.read_text())["names"]
+    except (OSError, ValueError, KeyError):
+        return []

@@ -1,0 +1,392 @@
+"""The node tier (opt-in): kubelet + Debian containerd + runc + CNI bridge/host-local.
+
+Everything it creates is the lab's own: containerd on its own socket and root,
+kubelet with its own root dir, bridge `smshare-cni0`, pods in 10.244.0.0/24 without
+masquerading (no CNI iptables chains). `down` removes all of it: processes (by PID
+file, then shims and pod processes found through our socket and kubepods cgroups),
+mounts under our dirs and our network namespaces, kubepods cgroups, the KUBE-*
+iptables chains kubelet made, the bridge, and the dirs.
+"""
+import hashlib
+import io
+import json
+import os
+import tarfile
+import time
+from pathlib import Path
+
+from . import pki, proc
+from .paths import KUBECONFIG, PKI, STATE
+from .util import LabError, run, wait_for
+
+NODE_NAME = "smshare-lab-node-01"
+LIB = Path("/var/lib/smshare-lab")
+RUNDIR = Path("/run/smshare-lab")
+CONF = STATE / "node-tier"
+SOCKET = RUNDIR / "containerd" / "containerd.sock"
+BRIDGE = "smshare-cni0"
+POD_SUBNET = "10.244.0.0/24"
+PAUSE_IMAGE = "localhost/smshare-lab/pause:3.4"
+BEFORE = CONF / "before.json"
+KUBELET_CLIENT = {f"kubelet-{NODE_NAME}": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth", None),
+                  "kubelet-serving": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
+                                      ["IP:127.0.0.1", f"DNS:{NODE_NAME}"])}
+IPTABLES = ("iptables", "ip6tables")
+TABLES = ("filter", "nat", "mangle")
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _containerd_config():
+    return f"""version = 2
+root = "{LIB / 'containerd'}"
+state = "{RUNDIR / 'containerd'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{SOCKET}"
+[ttrpc]
+  address = "{SOCKET}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{LIB / 'containerd-opt'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # The VM withholds CAP_SYS_RESOURCE: never lower a container's oom_score_adj below ours.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "{RUNDIR / 'runc'}"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{CONF / 'net.d'}"
+"""
+
+
+def _cni_config():
+    return json.dumps({
+        "cniVersion": "0.4.0", "name": "smshare-lab",
+        "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+                     "hairpinMode": True,
+                     "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(LIB / "cni")}}]},
+        indent=2) + "\n"
+
+
+def _kubelet_config():
+    return f"""apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: {PKI / 'kubelet-serving.crt'}
+tlsPrivateKeyFile: {PKI / 'kubelet-serving.key'}
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: {PKI / 'ca.crt'}}}
+authorization: {{mode: Webhook}}
+cgroupDriver: cgroupfs
+failSwapOn: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+# Images are imported, never pulled: keep them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {{memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}}
+"""
+
+
+def _ctr(*args, check=True):
+    return run(["ctr", "--address", str(SOCKET), "-n", "k8s.io", *args], check=check, capture=True)
+
+
+def _pause_archive(pause_bin):
+    """A docker-archive tar holding one layer with /pause (no registry, no builder)."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tarfile.TarInfo("pause")
+        data = Path(pause_bin).read_bytes()
+        info.size, info.mode, info.mtime = len(data), 0o755, 0
+        tar.addfile(info, io.BytesIO(data))
+    layer_bytes = layer.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}, "history": []}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [PAUSE_IMAGE],
+                            "Layers": ["layer.tar"]}]).encode()
+    archive = CONF / "pause.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in (("layer.tar", layer_bytes), (config_name, config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 0
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def import_archive(archive):
+    """Import a docker/OCI archive into the node tier's containerd (namespace k8s.io)."""
+    _ctr("images", "import", str(archive))
+
+
+def load_podman_image(ref):
+    """podman save (docker-archive) + ctr import: a local image for pods."""
+    archive = CONF / "podman-image.tar"
+    archive.unlink(missing_ok=True)
+    run(["podman", "save", "--format", "docker-archive", "-o", str(archive), ref], capture=True)
+    try:
+        import_archive(archive)
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _iptables_chains():
+    chains = {}
+    for tool in IPTABLES:
+        for table in TABLES:
+            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
+            names = [line.split()[1] for line in res.stdout.splitlines() if line.startswith("-N ")]
+            chains[f"{tool}/{table}"] = names
+    return chains
+
+
+def _netns():
+    return sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
+
+
+def _record_before():
+    if BEFORE.is_file():
+        return
+    BEFORE.parent.mkdir(parents=True, exist_ok=True)
+    BEFORE.write_text(json.dumps({
+        "iptables": _iptables_chains(), "netns": _netns(),
+        "paths": {p: os.path.exists(p) for p in ("/var/log/pods", "/var/log/containers", "/run/containerd")},
+    }))
+
+
+def node_ready(bins):
+    res = run([str(bins / "kubectl"), "--kubeconfig", str(KUBECONFIG), "get", "node", NODE_NAME, "-o", "json"],
+              check=False, capture=True)
+    if res.returncode != 0:
+        return False
+    conds = json.loads(res.stdout).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def up(bins):
+    """Start containerd and kubelet (whatever is not running); wait for the node to be Ready."""
+    _record_before()
+    pki.ensure(extra_clients=KUBELET_CLIENT)
+    pki.write_kubeconfig(CONF / "kubelet.kubeconfig", f"kubelet-{NODE_NAME}", f"system:node:{NODE_NAME}")
+    _write(CONF / "containerd.toml", _containerd_config())
+    _write(CONF / "net.d" / "10-smshare-lab.conflist", _cni_config())
+    _write(CONF / "kubelet.yaml", _kubelet_config())
+    for path in (LIB, RUNDIR):
+        path.mkdir(parents=True, exist_ok=True)
+    if not proc.pid_of("containerd"):
+        if SOCKET.exists():
+            SOCKET.unlink()
+        proc.start("containerd", ["/usr/bin/containerd", "--config", CONF / "containerd.toml"])
+        wait_for(lambda: _ctr("version", check=False).returncode == 0, 30,
+                 "containerd (see .lab/logs/containerd.log)")
+    if PAUSE_IMAGE not in _ctr("images", "ls", "-q").stdout.split():
+        import_archive(_pause_archive(bins / "pause"))
+    if not proc.pid_of("kubelet"):
+        proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
+                               f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",
+                               "--container-runtime=remote", f"--container-runtime-endpoint=unix://{SOCKET}",
+                               f"--root-dir={LIB / 'kubelet'}", "--node-ip=127.0.0.1",
+                               f"--hostname-override={NODE_NAME}", f"--pod-infra-container-image={PAUSE_IMAGE}",
+                               "--node-labels=smshare.io/lab-node=true", "--v=1"])
+    try:
+        wait_for(lambda: node_ready(bins) or not proc.pid_of("kubelet"), 120, f"node {NODE_NAME} Ready", 1)
+    except LabError as exc:
+        raise LabError(f"{exc}; kubelet log:\n{proc.log_tail('kubelet')}") from None
+    if not proc.pid_of("kubelet"):
+        raise LabError("kubelet died while starting:\n" + proc.log_tail("kubelet"))
+    return [NODE_NAME]
+
+
+def anything_running():
+    return bool(proc.pid_of("kubelet") or proc.pid_of("containerd") or _bridge_exists())
+
+
+def _bridge_exists():
+    return os.path.exists(f"/sys/class/net/{BRIDGE}")
+
+
+def status():
+    rows = []
+    for name in ("containerd", "kubelet"):
+        rows.append((f"node tier {name}", bool(proc.pid_of(name)), proc.pid_of(name) or "-", ""))
+    return rows
+
+
+# ---- cleanup ---------------------------------------------------------------
+
+def _our_mounts():
+    """Mount points under our dirs or in our network namespaces, deepest first."""
+    before_ns = set(_before().get("netns", []))
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        ours = point.startswith((str(LIB) + "/", str(RUNDIR) + "/")) or point in (str(LIB), str(RUNDIR))
+        if point.startswith("/run/netns/cni-") and os.path.basename(point) not in before_ns:
+            ours = True
+        if ours:
+            points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def _before():
+    try:
+        return json.loads(BEFORE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _cgroup_roots():
+    roots = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] and right.split()[0] in ("cgroup", "cgroup2"):
+            roots.append(left.split()[4])
+    return roots
+
+
+def _kubepods_dirs():
+    found = []
+    for root in _cgroup_roots():
+        base = Path(root) / "kubepods"
+        if base.is_dir():
+            found.append(base)
+    return found
+
+
+def _stray_pids():
+    """Shims started by our containerd and processes left in kubepods cgroups."""
+    pids = set()
+    needle = str(SOCKET).encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if needle in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    pids.add(int(entry))
+            except OSError:
+                pass
+    for base in _kubepods_dirs():
+        for procs in base.rglob("cgroup.procs"):
+            try:
+                pids.update(int(p) for p in procs.read_text().split())
+            except (OSError, ValueError):
+                pass
+    pids.discard(os.getpid())
+    return pids
+
+
+def _remove_iptables_chains():
+    before = _before().get("iptables", {})
+    for tool in IPTABLES:
+        for table in TABLES:
+            keep = set(before.get(f"{tool}/{table}", []))
+            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
+            if res.returncode != 0:
+                continue
+            ours = [line.split()[1] for line in res.stdout.splitlines()
+                    if line.startswith("-N KUBE-") and line.split()[1] not in keep]
+            if not ours:
+                continue
+            for line in res.stdout.splitlines():
+                words = line.split()
+                if words[:1] == ["-A"] and words[1] not in ours and any(
+                        w in ours for w in words[2:]):
+                    run([tool, "-w", "-t", table, "-D", *words[1:]], check=False, capture=True)
+            for chain in ours:
+                run([tool, "-w", "-t", table, "-F", chain], check=False, capture=True)
+            for chain in ours:
+                run([tool, "-w", "-t", table, "-X", chain], check=False, capture=True)
+
+
+def down():
+    """Stop and remove everything the node tier made. Safe to run when nothing runs."""
+    if not (BEFORE.is_file() or anything_running() or LIB.exists() or RUNDIR.exists()):
+        return
+    proc.stop("kubelet")
+    if proc.pid_of("containerd"):
+        for line in _ctr("tasks", "ls", check=False).stdout.splitlines()[1:]:
+            task = line.split()[0]
+            _ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
+        time.sleep(0.5)
+        for line in _ctr("tasks", "ls", check=False).stdout.splitlines()[1:]:
+            _ctr("tasks", "rm", "-f", line.split()[0], check=False)
+        for cid in _ctr("containers", "ls", "-q", check=False).stdout.split():
+            _ctr("containers", "rm", cid, check=False)
+    proc.stop("containerd")
+    for _ in range(3):
+        pids = _stray_pids()
+        if not pids:
+            break
+        for pid in pids:
+            proc.kill_pid(pid, timeout=2)
+    for point in _our_mounts():
+        if run(["umount", point], check=False, capture=True).returncode != 0:
+            run(["umount", "-l", point], check=False, capture=True)
+    before_ns = set(_before().get("netns", []))
+    for name in _netns():
+        if name.startswith("cni-") and name not in before_ns:
+            try:
+                os.unlink(f"/run/netns/{name}")
+            except OSError:
+                pass
+    for base in _kubepods_dirs():
+        for sub in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                sub.rmdir()
+            except OSError:
+                pass
+        try:
+            base.rmdir()
+        except OSError:
+            pass
+    _remove_iptables_chains()
+    if _bridge_exists():
+        run(["ip", "link", "delete", BRIDGE], check=False, capture=True)
+    run(["rm", "-rf", "--one-file-system", str(LIB), str(RUNDIR)], check=False, capture=True)
+    paths = _before().get("paths", {})
+    for path in ("/var/log/pods", "/var/log/containers"):
+        if not paths.get(path, True) and os.path.isdir(path):
+            run(["rm", "-rf", "--one-file-system", path], check=False, capture=True)
+    if not paths.get("/run/containerd", True) and os.path.isdir("/run/containerd"):
+        run(["rm", "-rf", "--one-file-system", "/run/containerd"], check=False, capture=True)
+    BEFORE.unlink(missing_ok=True)
+
+
+def leftovers():
+    """What of the node tier is still there (for `status` and the tests)."""
+    found = []
+    if _bridge_exists():
+        found.append(f"bridge {BRIDGE}")
+    found += [f"mount {p}" for p in _our_mounts()]
+    found += [f"cgroup {p}" for p in _kubepods_dirs()]
+    found += [f"pid {p}" for p in _stray_pids()]
+    for tool in IPTABLES:
+        for table in TABLES:
+            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
+            found += [f"{tool} -t {table} chain {line.split()[1]}" for line in res.stdout.splitlines()
+                      if line.startswith("-N KUBE-")]
+    found += [f"path {p}" for p in (LIB, RUNDIR) if p.exists()]
+    return found

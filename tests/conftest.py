@@ -1,0 +1,132 @@
+"""Shared pytest fixtures: the local lab (lab/labctl), up once per test session.
+
+    def test_something(lab):
+        lab.kubectl("get", "ns")                     # CompletedProcess, check=True
+        lab.playbook("play.yml", extra_vars={...})   # ansible-playbook against inventories/lab
+        lab.kubeconfig, lab.registry.address, lab.registry.ca, lab.gpu_nodes ...
+
+Tests marked `lab_nodes` make the session's lab start the node tier too
+(kubelet + containerd: real pods). SMSHARE_LAB_NODES=1 does the same for every
+session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1.
+Tests marked `lab_teardown` run last (they take the lab down themselves).
+"""
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LABCTL = REPO / "lab" / "labctl"
+STATE = Path(os.environ.get("SMSHARE_LAB_STATE", REPO / ".lab"))
+_NEEDS_NODES = {"value": False}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab_nodes: needs the lab's node tier (kubelet + containerd, real pods)")
+    config.addinivalue_line("markers", "lab_teardown: takes the lab down; runs after every other test")
+
+
+def pytest_collection_modifyitems(config, items):
+    _NEEDS_NODES["value"] = any(item.get_closest_marker("lab_nodes") for item in items)
+    last = [item for item in items if item.get_closest_marker("lab_teardown")]
+    if last:
+        items[:] = [item for item in items if item not in last] + last
+
+
+@dataclass
+class Registry:
+    """The lab's registry (lab/registry.sh): TLS with the lab's CA, htpasswd auth."""
+    address: str
+    ca: str
+    cert_dir: str
+    username: str
+    password: str
+
+
+@dataclass
+class Lab:
+    """What tests need from a running lab (read from .lab/lab.json, written by `labctl up`)."""
+    root: Path
+    state_dir: Path
+    kubeconfig: Path
+    apiserver: str
+    bin_dir: Path
+    vault_password_file: Path
+    inventory: list
+    gpu_nodes: list
+    kube_nodes: list
+    node_tier: bool
+    registry: Optional[Registry]
+    standin_apt_url: str
+    env: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_facts(cls, facts):
+        reg = facts.get("registry") or {}
+        lab = cls(
+            root=REPO, state_dir=Path(facts["state_dir"]), kubeconfig=Path(facts["kubeconfig"]),
+            apiserver=facts["apiserver"], bin_dir=Path(facts["bin_dir"]),
+            vault_password_file=Path(facts["vault_password_file"]), inventory=facts["inventory"],
+            gpu_nodes=facts["gpu_nodes"], kube_nodes=facts["kube_nodes"], node_tier=facts["node_tier"],
+            registry=Registry(**{k: reg[k] for k in ("address", "ca", "cert_dir", "username", "password")})
+            if reg else None,
+            standin_apt_url=facts.get("standin_apt_url", ""),
+        )
+        lab.env = dict(os.environ, KUBECONFIG=str(lab.kubeconfig),
+                       ANSIBLE_VAULT_PASSWORD_FILE=str(lab.vault_password_file),
+                       PATH=f"{REPO / 'lab' / 'bin'}:{lab.state_dir / 'bin'}:{os.environ.get('PATH', '')}")
+        return lab
+
+    @property
+    def kubectl_path(self):
+        return self.bin_dir / "kubectl"
+
+    def kubectl(self, *args, check=True, input_text=None):
+        return subprocess.run([str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args],
+                              env=self.env, text=True, capture_output=True, check=check, input=input_text)
+
+    def labctl(self, *args, check=False):
+        return subprocess.run([sys.executable, str(LABCTL), *args], env=self.env, text=True,
+                              capture_output=True, check=check)
+
+    def playbook(self, playbook, *args, extra_vars=None, check=False):
+        """ansible-playbook against the lab inventory; returns the CompletedProcess."""
+        argv = ["ansible-playbook", str(playbook)]
+        for inv in self.inventory:
+            argv += ["-i", inv]
+        if extra_vars:
+            argv += ["-e", json.dumps(extra_vars)]
+        argv += list(args)
+        return subprocess.run(argv, env=self.env, text=True, capture_output=True, check=check, cwd=REPO)
+
+    def load_image(self, ref):
+        """Import a podman image into the node tier's containerd (for pods)."""
+        self.labctl("load-image", ref, check=True)
+
+
+def _labctl(*args):
+    proc = subprocess.run([sys.executable, str(LABCTL), *args], text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, check=False)
+    sys.stdout.write(proc.stdout)
+    return proc
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The lab, up for the whole session (cold: builds Kubernetes first, minutes)."""
+    args = ["up"]
+    if _NEEDS_NODES["value"] or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
+        args.append("--nodes")
+    proc = _labctl(*args)
+    if proc.returncode != 0:
+        pytest.fail(f"lab/labctl {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}")
+    facts = json.loads((STATE / "lab.json").read_text())
+    yield Lab.from_facts(facts)
+    if os.environ.get("SMSHARE_LAB_KEEP", "") not in ("1", "true", "yes"):
+        down = _labctl("down")
+        assert down.returncode == 0, down.stdout
