@@ -1,0 +1,196 @@
+"""The helm shim's formats, values merging, durations, environment and exit codes."""
+import io
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+sys.path.insert(0, str(REPO / "lab"))
+
+from helm_shim import cli, commands  # noqa: E402
+from helm_shim.argv import Refusal, UsageError, parse  # noqa: E402
+
+DEMO_CHART = REPO / "tests" / "integration" / "helm" / "charts" / "smshare-demo"
+
+
+def run(argv, environ=None):
+    out, err = io.StringIO(), io.StringIO()
+    rc = cli.main(argv, environ=environ or {}, stdout=out, stderr=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_version_matches_kubernetes_core_pattern():
+    rc, out, err = run(["version"])
+    assert rc == 0 and not err
+    assert out.startswith('version.BuildInfo{Version:"v4.2.3", ')
+
+
+def test_plugin_list_is_a_bare_header():
+    assert run(["plugin", "list"]) == (0, "NAME\tVERSION\tDESCRIPTION\n", "")
+
+
+def test_show_chart_prints_chart_yaml():
+    rc, out, _ = run(["--version=0.1.0", "show", "chart", str(DEMO_CHART)])
+    assert rc == 0
+    shown = yaml.safe_load(out)
+    assert (shown["name"], shown["version"], shown["appVersion"]) == \
+        ("smshare-demo", "0.1.0", "1.0.0")
+
+
+def test_show_chart_of_missing_path_fails_like_helm():
+    rc, out, err = run(["show", "chart", "/nonexistent/chart"])
+    assert rc == 1 and not out and err.startswith("Error: ")
+
+
+def test_refusal_exits_2_and_names_the_flag():
+    rc, out, err = run(["list", "--max", "3"])
+    assert rc == 2 and not out
+    assert err.startswith('Error: helm (lab shim): unsupported flag "--max"')
+
+
+def test_usage_error_exits_1_like_helm():
+    rc, _, err = run(["upgrade", "--timeout", "300", "a", "b"])
+    assert rc == 1
+    assert err == ('Error: invalid argument "300" for "--timeout" flag: '
+                   'time: missing unit in duration "300"\n')
+
+
+def test_repo_update_without_repositories(tmp_path):
+    rc, _, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(tmp_path / "none")})
+    assert (rc, err) == (1, "Error: no repositories found. You must add one before updating\n")
+    listed = tmp_path / "repositories.yaml"
+    listed.write_text("repositories:\n- name: x\n  url: https://x\n")
+    rc, _, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(listed)})
+    assert rc == 2 and "cannot update repository caches" in err
+
+
+@pytest.mark.parametrize("environ,message", [
+    ({"HELM_MAX_HISTORY": "3"}, "unsupported environment variable HELM_MAX_HISTORY"),
+    ({"HELM_DRIVER": "sql"}, 'unsupported HELM_DRIVER "sql"'),
+])
+def test_unsupported_environment_is_refused(environ, message):
+    rc, _, err = run(["version"], environ)
+    assert rc == 2 and message in err
+
+
+def test_supported_environment_reaches_the_sdk_config(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(commands.helm_python, "Config", lambda **kw: seen.update(kw))
+    commands.open_config(parse(["list"]), {
+        "KUBECONFIG": "/k", "HELM_NAMESPACE": "ns", "HELM_KUBECONTEXT": "ctx",
+        "HELM_KUBETOKEN": "tok", "HELM_KUBEAPISERVER": "https://a", "HELM_KUBECAFILE": "/ca",
+        "HELM_KUBEINSECURE_SKIP_TLS_VERIFY": "true", "HELM_DRIVER": "configmap"})
+    assert seen == {"kubeconfig_path": "/k", "namespace": "ns", "kube_context": "ctx",
+                    "kube_token": "tok", "kube_apiserver": "https://a", "kube_ca_file": "/ca",
+                    "kube_insecure_skip_tls_verify": True, "storage_driver": "configmap"}
+
+
+@pytest.mark.parametrize("duration,expected", [
+    ("5m0s", 300), ("2m30s", 150), ("1h", 3600), ("1h1m1s", 3661), ("500ms", 1), ("0", 0),
+    ("1.5m", 90),
+])
+def test_go_durations(duration, expected):
+    assert commands.seconds(duration) == expected
+
+
+@pytest.mark.parametrize("duration", ["300", "5 m", "5mins", ""])
+def test_bad_durations(duration):
+    with pytest.raises(UsageError, match="time: "):
+        commands.seconds(duration)
+
+
+def test_list_row_and_go_time():
+    row = commands.list_row({"name": "r", "namespace": "n", "revision": 3, "status": "deployed",
+                             "deployed_at": "2026-01-02T03:04:05Z", "chart_name": "c",
+                             "chart_version": "1.0.0", "app_version": ""})
+    assert row == {"name": "r", "namespace": "n", "revision": "3", "status": "deployed",
+                   "updated": "2026-01-02 03:04:05 +0000 UTC", "chart": "c-1.0.0",
+                   "app_version": ""}
+    east = datetime(2026, 1, 2, 3, 4, 5, 250000, tzinfo=timezone(timedelta(hours=2)))
+    assert commands.go_time(east) == "2026-01-02 03:04:05.25 +0200 +0200"
+    assert commands.go_ansic(east) == "Fri Jan  2 03:04:05 2026"
+
+
+def test_list_yaml_is_what_kubernetes_core_reads():
+    text = commands.to_yaml([commands.list_row({"name": "r", "revision": 1})])
+    assert yaml.safe_load(text)[0]["revision"] == "1"
+    assert commands.to_yaml([]) == "[]\n"
+
+
+class _Values:
+    """Stands in for helm_python.Config in the values printer tests."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def get_values(self, name, all_values=False):
+        return self.values
+
+
+@pytest.mark.parametrize("stored,argv,expected", [
+    (None, ["--output=yaml"], "null\n"),
+    ({}, ["--output=yaml"], "null\n"),
+    ({"b": 1, "a": {"c": "x"}}, ["--output=yaml"], "a:\n  c: x\nb: 1\n"),
+    ({"a": 1}, [], "USER-SUPPLIED VALUES:\na: 1\n"),
+    ({"a": 1}, ["-a"], "COMPUTED VALUES:\na: 1\n"),
+    (None, ["-o", "json"], "null\n"),
+])
+def test_get_values_formats(monkeypatch, stored, argv, expected):
+    monkeypatch.setattr(commands, "open_config", lambda parsed, environ: _Values(stored))
+    rc, out, _ = run(["get", "values", "rel", *argv])
+    assert (rc, out) == (0, expected)
+
+
+def test_values_merge_like_helm(tmp_path):
+    first = tmp_path / "1.yaml"
+    first.write_text("a: {p: 1, q: 1}\nlist: [1, 2]\n")
+    second = tmp_path / "2.yaml"
+    second.write_text("a: {q: 2}\nlist: [3]\n")
+    parsed = parse(["install", "r", "c", "-f", str(first), f"--values={second}",
+                    "--set", "a.z=3,n=4", "--set-string", "n=5", "--set-json", 'j={"k":[1]}'])
+    assert commands.collect_values(parsed) == {
+        "a": {"p": 1, "q": 2, "z": 3}, "list": [3], "n": "5", "j": {"k": [1]}}
+
+
+def test_values_file_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- not a map\n")
+    with pytest.raises(commands.HelmFailure, match="failed to parse"):
+        commands.collect_values(parse(["install", "r", "c", "-f", str(bad)]))
+    with pytest.raises(commands.HelmFailure, match="no such file"):
+        commands.collect_values(parse(["install", "r", "c", "-f", str(tmp_path / "none")]))
+    with pytest.raises(Refusal, match="local files"):
+        commands.collect_values(parse(["install", "r", "c", "-f", "https://x/v.yaml"]))
+
+
+def test_deploy_options_map_flags_to_sdk_keys():
+    upgrade = parse(["upgrade", "r", "c", "--force", "--atomic", "--no-hooks", "--wait",
+                     "--timeout", "90s", "--history-max=4", "--dry-run=server",
+                     "--reset-values", "--create-namespace"])
+    assert commands._deploy_options(upgrade, "upgrade") == {  # pylint: disable=protected-access
+        "force_replace": True, "rollback_on_failure": True, "disable_hooks": True,
+        "wait": "watcher", "timeout_seconds": 90, "max_history": 4, "dry_run": "server",
+        "reset_values": True}
+    install = parse(["install", "r", "c", "--replace", "--create-namespace", "--dry-run=none"])
+    assert commands._deploy_options(install, "install") == {  # pylint: disable=protected-access
+        "replace": True, "create_namespace": True}
+    with pytest.raises(UsageError, match="wait strategy"):
+        commands._deploy_options(parse(["install", "r", "c", "--wait=forever"]), "install")  # pylint: disable=protected-access
+
+
+def test_launcher_reexecs_with_the_venv(tmp_path):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    result = subprocess.run(["/usr/bin/python3", str(REPO / "lab" / "bin" / "helm"), "version"],
+                            capture_output=True, text=True, check=False,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('version.BuildInfo{Version:"v4.2.3"')
