@@ -1,0 +1,254 @@
+# Apache-2.0
+"""RegistryClient against an in-memory registry that answers as the real ones do.
+
+FakeRegistry routes (method, url) to canned answers and records every request,
+so each case asserts both the result and the HTTP conversation (auth flow,
+Accept header, token request).
+"""
+import base64
+import hashlib
+import io
+import json
+import ssl
+
+import pytest
+
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+
+from ansible_collections.smshare.kai.plugins.module_utils import registry as reg
+
+HOST = "reg.example.com:5000"
+USER, PASSWORD = "alice", "s3cret-pw"
+BASIC = "Basic " + base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def getcode(self):
+        return self.status
+
+    def read(self):
+        return self.body
+
+
+class FakeRegistry:
+    """auth: None, 'basic' or 'bearer'. manifests: {(repo, ref): (media_type, body_dict)}."""
+
+    def __init__(self, auth="basic", manifests=None, blobs=None, deny=(), token_status=200):
+        self.auth = auth
+        self.manifests = manifests or {}
+        self.blobs = blobs or {}
+        self.deny = set(deny)
+        self.token_status = token_status
+        self.requests = []
+
+    def _error(self, url, code, headers=None, body=b"{}"):
+        raise HTTPError(url, code, "error", headers or {}, io.BytesIO(body))
+
+    def __call__(self, url, method="GET", headers=None, **kwargs):
+        headers = dict(headers or {})
+        self.requests.append({"method": method, "url": url, "headers": headers, "kwargs": kwargs})
+        if url.startswith("https://auth.example.com/token"):
+            if headers.get("Authorization") != BASIC or self.token_status != 200:
+                self._error(url, self.token_status if self.token_status != 200 else 401)
+            return Response(200, {}, json.dumps({"token": "tok-123"}).encode())
+        path = url.split(HOST, 1)[1]
+        given = headers.get("Authorization")
+        if self.auth == "basic" and given != BASIC:
+            self._error(url, 401, {"Www-Authenticate": 'Basic realm="lab"'})
+        if self.auth == "bearer" and given != "Bearer tok-123":
+            self._error(url, 401, {"WWW-Authenticate": 'Bearer realm="https://auth.example.com/token",'
+                                                       'service="reg",scope="repository:%s:pull"'
+                                                       % path[4:].split("/manifests/")[0]})
+        repo_ref = path[len("/v2/"):]
+        if "/manifests/" in repo_ref:
+            repo, ref = repo_ref.split("/manifests/")
+            if repo in self.deny:
+                self._error(url, 403)
+            found = self.manifests.get((repo, ref))
+            if not found:
+                self._error(url, 404, body=b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+            media_type, doc = found
+            if media_type not in headers.get("Accept", ""):
+                self._error(url, 404, body=b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+            body = json.dumps(doc).encode()
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            return Response(200, {"Content-Type": media_type, "Docker-Content-Digest": digest}, body)
+        if "/blobs/" in repo_ref:
+            digest = repo_ref.split("/blobs/")[1]
+            if digest not in self.blobs:
+                self._error(url, 404)
+            return Response(200, {}, json.dumps(self.blobs[digest]).encode())
+        self._error(url, 404)
+
+
+def index(media_type, platforms):
+    manifests = []
+    for plat in platforms:
+        parts = plat.split("/")
+        entry = {"os": parts[0], "architecture": parts[1]}
+        if len(parts) > 2:
+            entry["variant"] = parts[2]
+        manifests.append({"mediaType": reg.OCI_MANIFEST, "digest": "sha256:" + "1" * 64,
+                          "size": 1, "platform": entry})
+    return (media_type, {"schemaVersion": 2, "mediaType": media_type, "manifests": manifests})
+
+
+def single(media_type, config_digest):
+    return (media_type, {"schemaVersion": 2, "mediaType": media_type,
+                         "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                    "digest": config_digest, "size": 10}, "layers": []})
+
+
+def client(fake, **kw):
+    kw.setdefault("username", USER)
+    kw.setdefault("password", PASSWORD)
+    return reg.RegistryClient(opener=fake, **kw)
+
+
+@pytest.mark.parametrize("ref, expected", [
+    ("reg.example.com:5000/team/kai-fork/kai-scheduler/binder:smshare-44d1d0a-af0544e",
+     ("reg.example.com:5000", "team/kai-fork/kai-scheduler/binder", "smshare-44d1d0a-af0544e")),
+    ("localhost/a/b", ("localhost", "a/b", "latest")),
+    ("127.0.0.1:5443/x/y@sha256:" + "a" * 64, ("127.0.0.1:5443", "x/y", "sha256:" + "a" * 64)),
+    ("busybox:1.36", (reg.DOCKER_HUB, "library/busybox", "1.36")),
+    ("tonistiigi/binfmt", (reg.DOCKER_HUB, "tonistiigi/binfmt", "latest")),
+])
+def test_parse_reference(ref, expected):
+    assert reg.parse_reference(ref) == expected
+
+
+@pytest.mark.parametrize("ref", ["https://reg.example.com/a:b", "reg.example.com/A/b:t", "reg.example.com/a:b@c",
+                                 "reg.example.com/a:-bad", "", " reg.example.com/a:t"])
+def test_parse_reference_rejects(ref):
+    with pytest.raises(reg.RegistryError) as err:
+        reg.parse_reference(ref)
+    assert err.value.kind == "reference"
+
+
+def test_oci_index_with_basic_auth_reports_platforms_without_attestations():
+    fake = FakeRegistry(manifests={("kai/binder", "t1"): index(
+        reg.OCI_INDEX, ["linux/amd64", "linux/arm64/v8", "unknown/unknown"])})
+    info = client(fake).image_info(HOST + "/kai/binder:t1", ["linux/amd64", "linux/arm64"])
+    assert info["exists"] and info["complete"]
+    assert info["platforms"] == ["linux/amd64", "linux/arm64"]
+    assert info["media_type"] == reg.OCI_INDEX
+    assert info["digest"].startswith("sha256:")
+    first, second = fake.requests
+    assert "Authorization" not in first["headers"]          # challenge first
+    assert second["headers"]["Authorization"] == BASIC
+    for media_type in (reg.OCI_INDEX, reg.DOCKER_MANIFEST_LIST, reg.OCI_MANIFEST, reg.DOCKER_MANIFEST):
+        assert media_type in second["headers"]["Accept"]
+
+
+def test_basic_auth_is_remembered_per_repository():
+    fake = FakeRegistry(manifests={("kai/binder", "t1"): index(reg.OCI_INDEX, ["linux/amd64"])})
+    c = client(fake)
+    c.image_info(HOST + "/kai/binder:t1")
+    c.image_info(HOST + "/kai/binder:t1")
+    assert len(fake.requests) == 3
+
+
+def test_docker_manifest_list_and_missing_platform():
+    fake = FakeRegistry(manifests={("kai/mpsd", "t1"): index(reg.DOCKER_MANIFEST_LIST, ["linux/amd64"])})
+    info = client(fake).image_info(HOST + "/kai/mpsd:t1", ["linux/amd64", "linux/arm64"])
+    assert info["exists"] and not info["complete"]
+    assert info["missing_platforms"] == ["linux/arm64"]
+
+
+@pytest.mark.parametrize("media_type", [reg.OCI_MANIFEST, reg.DOCKER_MANIFEST])
+def test_single_manifest_platform_comes_from_the_config_blob(media_type):
+    cfg = "sha256:" + "c" * 64
+    fake = FakeRegistry(manifests={("kai/op", "t1"): single(media_type, cfg)},
+                        blobs={cfg: {"os": "linux", "architecture": "arm64", "variant": "v8"}})
+    info = client(fake).image_info(HOST + "/kai/op:t1", ["linux/arm64"])
+    assert info["platforms"] == ["linux/arm64"] and info["complete"]
+    assert fake.requests[-1]["url"].endswith("/v2/kai/op/blobs/" + cfg)
+
+
+def test_missing_image_is_not_an_error():
+    info = client(FakeRegistry()).image_info(HOST + "/kai/none:t1", ["linux/amd64"])
+    assert info == {"image": HOST + "/kai/none:t1", "registry": HOST, "repository": "kai/none",
+                    "reference": "t1", "exists": False, "digest": None, "media_type": None,
+                    "platforms": [], "missing_platforms": ["linux/amd64"], "complete": False}
+
+
+def test_bearer_challenge_flow():
+    fake = FakeRegistry(auth="bearer", manifests={("kai/binder", "t1"): index(reg.OCI_INDEX, ["linux/amd64"])})
+    info = client(fake).image_info(HOST + "/kai/binder:t1")
+    assert info["exists"]
+    token_req = fake.requests[1]
+    assert token_req["url"] == ("https://auth.example.com/token?service=reg&"
+                                "scope=repository%3Akai%2Fbinder%3Apull")
+    assert token_req["headers"]["Authorization"] == BASIC
+    assert fake.requests[2]["headers"]["Authorization"] == "Bearer tok-123"
+
+
+def test_bearer_token_refused_is_an_auth_error():
+    fake = FakeRegistry(auth="bearer", token_status=401)
+    with pytest.raises(reg.RegistryError) as err:
+        client(fake).image_info(HOST + "/kai/binder:t1")
+    assert err.value.kind == "auth" and err.value.status == 401
+    assert "authentication failed (HTTP 401)" in err.value.msg
+
+
+def test_wrong_password_names_user_and_image_not_password():
+    fake = FakeRegistry(manifests={("kai/binder", "t1"): index(reg.OCI_INDEX, ["linux/amd64"])})
+    with pytest.raises(reg.RegistryError) as err:
+        client(fake, password="wrong-pw").image_info(HOST + "/kai/binder:t1")
+    e = err.value
+    assert (e.kind, e.status) == ("auth", 401)
+    assert USER in e.msg and HOST + "/kai/binder:t1" in e.msg and "check the username and password" in e.msg
+    assert "wrong-pw" not in json.dumps(e.as_dict())
+
+
+def test_no_credentials_asks_for_them():
+    with pytest.raises(reg.RegistryError) as err:
+        reg.RegistryClient(opener=FakeRegistry()).image_info(HOST + "/kai/binder:t1")
+    assert "authentication required (HTTP 401)" in err.value.msg and "give username and password" in err.value.msg
+
+
+def test_forbidden_is_its_own_message():
+    fake = FakeRegistry(deny=["kai/binder"])
+    with pytest.raises(reg.RegistryError) as err:
+        client(fake).image_info(HOST + "/kai/binder:t1")
+    assert (err.value.kind, err.value.status) == ("denied", 403)
+    assert "access denied (HTTP 403)" in err.value.msg
+
+
+@pytest.mark.parametrize("exc", [
+    URLError(ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")),
+    ssl.SSLError(1, "bad handshake"),
+])
+def test_tls_failure_is_its_own_message(exc):
+    def opener(url, **kwargs):
+        raise exc
+    with pytest.raises(reg.RegistryError) as err:
+        client(opener).image_info(HOST + "/kai/binder:t1")
+    assert err.value.kind == "tls"
+    assert "TLS verification failed" in err.value.msg and "ca_file" in err.value.msg
+
+
+def test_unreachable_registry():
+    def opener(url, **kwargs):
+        raise URLError(ConnectionRefusedError(111, "Connection refused"))
+    with pytest.raises(reg.RegistryError) as err:
+        client(opener).image_info(HOST + "/kai/binder:t1")
+    assert err.value.kind == "connect" and "cannot reach registry" in err.value.msg
+
+
+def test_ca_file_and_validate_certs_reach_open_url():
+    fake = FakeRegistry(manifests={("kai/binder", "t1"): index(reg.OCI_INDEX, ["linux/amd64"])})
+    client(fake, ca_file="/etc/lab/ca.crt", validate_certs=True).image_info(HOST + "/kai/binder:t1")
+    assert all(r["kwargs"]["ca_path"] == "/etc/lab/ca.crt" and r["kwargs"]["validate_certs"]
+               for r in fake.requests)
+
+
+def test_server_error_names_status_and_image():
+    def opener(url, **kwargs):
+        raise HTTPError(url, 500, "boom", {}, io.BytesIO(b""))
+    with pytest.raises(reg.RegistryError) as err:
+        reg.RegistryClient(opener=opener).image_info(HOST + "/kai/binder:t1")
+    assert err.value.status == 500 and "HTTP 500" in err.value.msg and "kai/binder:t1" in err.value.msg
