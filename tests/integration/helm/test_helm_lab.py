@@ -7,6 +7,7 @@ asserts each step); the shim's own subcommands are checked directly.
 import json
 import os
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -21,27 +22,10 @@ CLI_NAMESPACE = "smshare-helm-cli"
 CRD = "gadgets.demo.smshare.test"
 
 
-def _kubeconfig_of(lab):
-    for attribute in ("kubeconfig", "kubeconfig_path"):
-        value = getattr(lab, attribute, None)
-        if value is None and isinstance(lab, dict):
-            value = lab.get(attribute)
-        if value:
-            return str(value)
-    raise AssertionError(f"the lab fixture {lab!r} exposes no kubeconfig")
-
-
 @pytest.fixture(scope="module")
-def kubeconfig(request):
-    """The lab's admin kubeconfig: from the session `lab` fixture, else SMSHARE_LAB_KUBECONFIG."""
-    try:
-        lab = request.getfixturevalue("lab")
-    except pytest.FixtureLookupError:
-        path = os.environ.get("SMSHARE_LAB_KUBECONFIG")
-        if not path:
-            pytest.skip("no `lab` fixture and no SMSHARE_LAB_KUBECONFIG: start the lab first")
-        return path
-    return _kubeconfig_of(lab)
+def kubeconfig(lab):
+    """The lab's admin kubeconfig (the session `lab` fixture brings the lab up)."""
+    return str(lab.kubeconfig)
 
 
 def _cleanup(kubeconfig):
@@ -52,15 +36,30 @@ def _cleanup(kubeconfig):
         for release in ("demo", "cli"):
             shim(kubeconfig, "uninstall", "--ignore-not-found", release, namespace=namespace)
     api = config.new_client_from_config(config_file=kubeconfig)
+    core, crds = client.CoreV1Api(api), client.ApiextensionsV1Api(api)
+    gone = []
     for namespace in (NAMESPACE, CLI_NAMESPACE):
+        gone.append((core.read_namespace, namespace))
         try:
-            client.CoreV1Api(api).delete_namespace(namespace)
+            core.delete_namespace(namespace)
         except ApiException as exc:
             assert exc.status == 404, exc
+    gone.append((crds.read_custom_resource_definition, CRD))
     try:
-        client.ApiextensionsV1Api(api).delete_custom_resource_definition(CRD)
+        crds.delete_custom_resource_definition(CRD)
     except ApiException as exc:
         assert exc.status == 404, exc
+    # namespaces and CRDs finish deleting asynchronously: wait, or a re-run would race them
+    deadline = time.monotonic() + 120
+    for read, name in gone:
+        while True:
+            try:
+                read(name)
+            except ApiException as exc:
+                assert exc.status == 404, exc
+                break
+            assert time.monotonic() < deadline, f"{name} is still being deleted after 120 s"
+            time.sleep(1)
 
 
 def shim(kubeconfig, *argv, namespace=CLI_NAMESPACE, check=False):
