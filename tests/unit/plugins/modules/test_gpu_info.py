@@ -1,0 +1,14 @@
+# Apache-2.0
+import pytest
+
+from ansible_collections.smshare.kai.plugins.modules import gpu_info
+
+from smshare_gpu_harness import load_cases, run_case
+
+
+@pytest.mark.parametrize("case", load_cases("gpu_info_cases.yaml"))
+def test_gpu_info(case, monkeypatch, tmp_path):
+    case.setdefault("args", {})
+    case["args"].setdefault("pci_devices_path", "{tmp}/no-pci")
+    run_case(monkeypatch, gpu_info.main, case, tmp_path,
+             binaries=case.get("binaries", ["nvidia-smi"]))
