@@ -333,14 +333,12 @@ def cmd_show_chart(parsed, environ, out):
 
 def cmd_dependency(parsed, environ, out):
     chart = parsed.args[0] if parsed.args else "."
-    action = parsed.command[1]
-    if action == "update":
+    if parsed.command[1] == "update":
         helm_python.dependency_update(chart)
     else:
         helm_python.dependency_build(chart)
-    for dependency in helm_python.dependency_list(chart):
-        out.write(f"{dependency.get('name')}\t{dependency.get('version')}\t"
-                  f"{dependency.get('status')}\n")
+    declared = helm_python.dependency_list(chart)
+    out.write(f"Saving {len(declared)} charts\nDeleting outdated charts\n")
 
 
 def _deploy_options(parsed, action):

@@ -6,6 +6,7 @@ list, show chart, dependency update, repo update) run in the real shim, cluster
 ones answer with text made by the shim's own formatters. No cluster needed.
 """
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -165,7 +166,10 @@ def test_replace_runs_dependency_update_then_install(contract):
     replace = by_tag(entries, "replace")
     dep = argv_of(replace, "dependency", "update")
     assert dep and dep[0]["rc"] == 0 and not dep[0]["canned"]
-    assert "smshare-demo\t0.1.0\tok" in dep[0]["stdout"]
+    assert dep[0]["stdout"] == "Saving 1 charts\nDeleting outdated charts\n"
+    umbrella = Path(extra["helm_contract_umbrella"])
+    assert (umbrella / "Chart.lock").is_file()
+    assert (umbrella / "charts" / "smshare-demo-0.1.0.tgz").is_file()
     installs = argv_of(replace, "install")
     assert installs[0]["argv"] == ["install", "--replace", "demo", extra["helm_contract_umbrella"]]
     assert results["replace"]["changed"] is True

@@ -194,3 +194,17 @@ def test_launcher_reexecs_with_the_venv(tmp_path):
                             env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith('version.BuildInfo{Version:"v4.2.3"')
+
+
+def test_dependency_update_then_build(tmp_path):
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.copytree(DEMO_CHART.parent, tmp_path / "charts")
+    umbrella = tmp_path / "charts" / "smshare-umbrella"
+    assert run(["dependency", "update", str(umbrella)]) == \
+        (0, "Saving 1 charts\nDeleting outdated charts\n", "")
+    archive = umbrella / "charts" / "smshare-demo-0.1.0.tgz"
+    assert archive.is_file() and (umbrella / "Chart.lock").is_file()
+    archive.unlink()
+    rc, _, err = run(["dependency", "build", str(umbrella)])
+    assert rc == 0, err
+    assert archive.is_file(), "dependency build restores charts/ from Chart.lock"
