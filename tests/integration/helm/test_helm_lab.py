@@ -104,6 +104,12 @@ def test_cli_install_status_list_values_dry_run(clean_lab, tmp_path):
     installed = shim(kube, "install", "cli", chart, "--create-namespace", check=True)
     assert "STATUS: deployed" in installed.stdout and "REVISION: 1" in installed.stdout
 
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    greeting = client.CoreV1Api(config.new_client_from_config(config_file=kube)) \
+        .read_namespaced_config_map("cli-greeting", CLI_NAMESPACE)
+    assert [(f.manager, f.operation) for f in greeting.metadata.managed_fields] == \
+        [("helm", "Apply")], "helm v4 applies server-side as field manager helm"
+
     values = shim(kube, "get", "values", "--output=yaml", "cli", check=True)
     assert values.stdout == "null\n"
     listed = yaml.safe_load(shim(kube, "list", "--output=yaml", "--filter", "cli",
