@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+# Apache-2.0
+"""The steps of tests/gpu/run.sh (which checks the prerequisites first).
+
+Every module call goes through `ansible localhost -m smshare.kai.<module>` so the
+modules run as users run them. Evidence (figures, module results, raw MPS
+answers) goes to one JSON file, also when a step fails.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+WORK = "/tmp/smshare-gpu-check"
+PIPE = WORK + "/pipe"
+LOG = WORK + "/log"
+CONFIG = WORK + "/mps-control.toml"
+MPS_PROCESSES = ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
+CLIENT = r"""
+import json, torch
+props = torch.cuda.get_device_properties(0)
+a = torch.randn(2048, 2048, device="cuda")
+ok = bool(torch.isfinite(a @ a).all().item())
+print(json.dumps({"name": props.name, "multiprocessor_count": props.multi_processor_count,
+                  "total_memory": props.total_memory, "matmul_ok": ok}))
+"""
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def half_rounded_down(sms, percentage=50):
+    return sms * percentage // 100
+
+
+class Check:
+    def __init__(self, repo, evidence_path):
+        self.repo = repo
+        self.evidence_path = evidence_path
+        self.evidence = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "host": platform.node(), "kernel": platform.release(),
+                         "steps": [], "checks": {}, "recordings": {}}
+        self.failures = []
+
+    # -- plumbing
+    def module(self, name, args, expect_failure=False, check_mode=False):
+        tree = tempfile.mkdtemp(prefix="smshare-gpu-tree.")
+        argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-t", tree,
+                "-m", "smshare.kai." + name, "-a", json.dumps(args)] + (["--check"] if check_mode else [])
+        started = time.time()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        try:
+            with open(os.path.join(tree, "localhost")) as handle:
+                result = json.load(handle)
+        except (OSError, ValueError):
+            result = {"failed": True, "msg": "no result", "stdout": proc.stdout[-2000:],
+                      "stderr": proc.stderr[-2000:]}
+        shutil.rmtree(tree, ignore_errors=True)
+        self.evidence["steps"].append({"module": name, "args": args, "check_mode": check_mode,
+                                       "rc": proc.returncode,
+                                       "seconds": round(time.time() - started, 2), "result": result})
+        if result.get("failed") and not expect_failure:
+            raise CheckFailed("%s failed: %s" % (name, result.get("msg")))
+        return result
+
+    def client(self, env_extra, label):
+        env = dict(os.environ)
+        for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"):
+            env.pop(key, None)
+        env.update(env_extra)
+        proc = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
+                              text=True, timeout=300)
+        step = {"client": label, "env": env_extra, "rc": proc.returncode,
+                "stdout": proc.stdout[-2000:], "stderr": proc.stderr[-2000:]}
+        self.evidence["steps"].append(step)
+        if proc.returncode != 0:
+            raise CheckFailed("CUDA client %s failed (rc=%d): %s" % (label, proc.returncode, proc.stderr[-500:]))
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def check(self, name, passed, **figures):
+        self.evidence["checks"][name] = dict(figures, passed=bool(passed))
+        if not passed:
+            self.failures.append(name)
+
+    def record_verbs(self, protocol):
+        """Raw answers of the verbs the modules use, to correct the verb table."""
+        collections = os.environ["ANSIBLE_COLLECTIONS_PATH"]
+        sys.path.insert(0, collections)
+        from ansible_collections.smshare.kai.plugins.module_utils import mps  # noqa
+        params = {"pid": 0, "device": 0, "server": "shared", "percentage": 50, "limit": "0", "name": "x"}
+        env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=PIPE, CUDA_MPS_LOG_DIRECTORY=LOG, LC_ALL="C")
+        for name, verb in sorted(mps.VERBS.items()):
+            if name.startswith(("set_", "namespace_create", "namespace_set", "namespace_delete")) or name == "quit":
+                continue  # read-only verbs only
+            if verb.get("protocol", 2) == 3 and protocol != 3:
+                continue
+            args, stdin = mps.MpsControl.render(name, **params)
+            if name == "get_client_list":
+                pids = self.evidence["recordings"].get("get_server_list", {}).get("stdout", "").split()
+                if not pids:
+                    continue
+                args, stdin = mps.MpsControl.render(name, pid=pids[0])
+            proc = subprocess.run(["nvidia-cuda-mps-control"] + args, input=stdin, env=env,
+                                  capture_output=True, text=True, timeout=60)
+            parsed, error = None, None
+            try:
+                parsed = verb["parse"](proc.stdout + (proc.stderr if name == "help" else ""))
+            except ValueError as exc:
+                error = str(exc)
+            self.evidence["recordings"][name] = {
+                "argv": args, "stdin": stdin, "rc": proc.returncode, "stdout": proc.stdout,
+                "stderr": proc.stderr, "verified_in_table": verb["verified"],
+                "parsed": parsed, "parse_error": error}
+        # the seed's human query, as printed
+        if protocol == 3:
+            proc = subprocess.run(["nvidia-cuda-mps-control", "-p", "3", "namespace", "list",
+                                   "--server=shared"], env=env, capture_output=True, text=True, timeout=60)
+            self.evidence["recordings"]["seed_namespace_list"] = {
+                "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    def leftover_processes(self):
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/comm" % entry) as handle:
+                    comm = handle.read().strip()
+            except OSError:
+                continue
+            if comm.startswith(tuple(p[:15] for p in MPS_PROCESSES)):
+                found.append({"pid": int(entry), "comm": comm})
+        return found
+
+    # -- the check
+    def run(self):
+        base = {"pipe_directory": PIPE, "log_directory": LOG, "pipe_directory_mode": "0755",
+                "log_directory_mode": "0755"}
+        gpu = self.module("gpu_info", {})
+        self.evidence["gpu"] = {k: gpu.get(k) for k in ("driver_version", "driver_branch", "cuda_version",
+                                                          "gpu_count", "gpus", "nvswitch_count")}
+        info = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG})
+        if info["state"]["running"]:
+            raise CheckFailed("an MPS daemon already runs for %s: stop it first" % PIPE)
+        v3 = bool(info.get("v3_supported"))
+        protocol = 3 if v3 else 2
+        self.evidence["mps_v3"] = {"supported": v3, "note": None if v3 else
+                                   "this driver's nvidia-cuda-mps-control has no protocol 3 (MPS v3 needs "
+                                   "r615+): the v3 namespace check was skipped, the classic check ran"}
+        if not v3:
+            sys.stderr.write("gpu-check: MPS v3 is not supported by this driver (%s): v3 checks skipped\n"
+                             % gpu.get("driver_version"))
+
+        baseline = self.client({}, "without MPS")
+        device_sms = baseline["multiprocessor_count"]
+        self.evidence["device_multiprocessor_count"] = device_sms
+        if gpu["gpus"][0].get("multiprocessor_count") is not None:
+            self.check("gpu_info_sm_count_matches_cuda",
+                       gpu["gpus"][0]["multiprocessor_count"] == device_sms,
+                       gpu_info=gpu["gpus"][0]["multiprocessor_count"], cuda=device_sms)
+
+        wanted = dict(base, protocol=protocol, default_active_thread_percentage=50)
+        dry = self.module("mps_control", wanted, check_mode=True)
+        self.check("check_mode_started_nothing",
+                   dry.get("changed") and not self.module("mps_info", {"pipe_directory": PIPE})["state"]["running"],
+                   commands=dry.get("commands"))
+        first = self.module("mps_control", wanted)
+        second = self.module("mps_control", wanted)
+        self.check("converge_then_unchanged", first.get("changed") and not second.get("changed"),
+                   first_commands=first.get("commands"), second_commands=second.get("commands"))
+
+        client = self.client({"CUDA_MPS_PIPE_DIRECTORY": PIPE, "CUDA_MPS_LOG_DIRECTORY": LOG,
+                              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}, "MPS 50% default, asks 100%")
+        expected = half_rounded_down(device_sms)
+        self.check("client_gets_half_the_sms_despite_override",
+                   client["multiprocessor_count"] == expected and client["matmul_ok"],
+                   device_sms=device_sms, client_sms=client["multiprocessor_count"], expected=expected)
+        state = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG})
+        self.evidence["mps_state_after_client"] = state["state"]
+        self.record_verbs(protocol)
+
+        if v3:
+            self.v3_namespace_check(base, device_sms)
+
+        stop = self.module("mps_control", dict(base, state="absent"))
+        time.sleep(1)
+        left = self.leftover_processes()
+        after = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG})
+        self.check("stopped_nothing_left", stop.get("changed") and not left and not after["state"]["running"],
+                   leftover=left)
+
+    def v3_namespace_check(self, base, device_sms):
+        """Restart with a v3 config: a namespace capped at 25%, client asks 100%."""
+        with open(CONFIG, "w") as handle:
+            handle.write('schema_version = "1.0"\n[servers.shared]\nuid = %d\n'
+                         '[servers.shared.namespaces.default]\nactive_thread_percentage = "10"\n' % os.getuid())
+        wanted = dict(base, protocol=3, config_file=CONFIG, restart=True,
+                      namespaces=[{"server": "shared", "name": "quarter", "active_thread_percentage": 25}])
+        try:
+            first = self.module("mps_control", wanted)
+            second = self.module("mps_control", dict(wanted, restart=False))
+            client = self.client({"CUDA_MPS_PIPE_DIRECTORY": PIPE + "/shared/quarter",
+                                  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}, "v3 namespace 25%, asks 100%")
+            expected = half_rounded_down(device_sms, 25)
+            self.check("v3_namespace_caps_the_client",
+                       first.get("changed") and not second.get("changed")
+                       and client["multiprocessor_count"] == expected,
+                       client_sms=client["multiprocessor_count"], expected=expected)
+        except CheckFailed as exc:
+            self.check("v3_namespace_caps_the_client", False, error=str(exc))
+
+    def finish(self, error=None):
+        if error:
+            self.evidence["error"] = error
+            self.failures.append("error")
+            try:  # never leave a daemon behind
+                self.module("mps_control", {"state": "absent", "pipe_directory": PIPE, "log_directory": LOG},
+                            expect_failure=True)
+            except Exception:  # noqa: BLE001
+                pass
+        self.evidence["result"] = "passed" if not self.failures else "failed"
+        self.evidence["failed_checks"] = self.failures
+        with open(self.evidence_path, "w") as handle:
+            json.dump(self.evidence, handle, indent=2, default=str)
+        for name, check in self.evidence["checks"].items():
+            sys.stderr.write("gpu-check: %-45s %s\n" % (name, "ok" if check["passed"] else "FAILED"))
+        sys.stderr.write("gpu-check: %s; evidence in %s\n" % (self.evidence["result"], self.evidence_path))
+        return 0 if not self.failures else 1
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--evidence", required=True)
+    args = parser.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    check = Check(args.repo, args.evidence)
+    try:
+        check.run()
+    except (CheckFailed, subprocess.TimeoutExpired, KeyError, ValueError) as exc:
+        return check.finish(error="%s: %s" % (type(exc).__name__, exc))
+    return check.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

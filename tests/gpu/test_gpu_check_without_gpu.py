@@ -1,0 +1,74 @@
+# Apache-2.0
+"""The paths of tests/gpu/run.sh that need no GPU: it refuses plainly."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = REPO / "tests" / "gpu" / "run.sh"
+STANDIN = REPO / "lab" / "standin" / "bin"
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+pytestmark = pytest.mark.skipif(shutil.which("nvidia-smi", path=SYSTEM_PATH) is not None,
+                                reason="a real NVIDIA driver is installed here")
+
+
+def run(tmp_path, tools, loaded=True):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).symlink_to(STANDIN / tool)
+    root = tmp_path / "root"
+    driver = json.dumps({"version": "615.71.09", "branch": 615, "cuda_version": "13.4", "open": True})
+    (root / "usr/share/nvidia-standin").mkdir(parents=True)
+    (root / "usr/share/nvidia-standin/driver.json").write_text(driver)
+    if loaded:
+        (root / "run/nvidia-standin").mkdir(parents=True)
+        (root / "run/nvidia-standin/loaded.json").write_text(driver)
+    env = {"PATH": "%s:%s" % (bin_dir, SYSTEM_PATH), "NVIDIA_STANDIN_ROOT": str(root),
+           "SMSHARE_GPU_PYTHON": sys.executable, "HOME": str(tmp_path)}
+    evidence = tmp_path / "evidence"
+    proc = subprocess.run(["bash", str(RUN), str(evidence)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    record = json.loads((evidence / "gpu-evidence.json").read_text())
+    return proc, record
+
+
+def test_no_gpu(tmp_path):
+    proc, record = run(tmp_path, [])
+    assert proc.returncode == 3
+    assert "no NVIDIA GPU here: nvidia-smi is not installed" in proc.stderr
+    assert record["result"] == "not run" and record["exit_code"] == 3
+
+
+def test_driver_not_loaded(tmp_path):
+    proc, record = run(tmp_path, ["nvidia-smi"], loaded=False)
+    assert proc.returncode == 3
+    assert "couldn't communicate with the NVIDIA driver" in proc.stderr
+
+
+def test_no_mps_control(tmp_path):
+    proc, record = run(tmp_path, ["nvidia-smi"])
+    assert proc.returncode == 4
+    assert "nvidia-cuda-mps-control is not installed on this machine" in proc.stderr
+    assert record["exit_code"] == 4
+
+
+def test_no_pytorch(tmp_path):
+    proc, record = run(tmp_path, ["nvidia-smi", "nvidia-cuda-mps-control"])
+    assert proc.returncode == 5
+    assert "no PyTorch" in proc.stderr
+
+
+def test_half_rounded_down():
+    sys.path.insert(0, str(REPO / "tests" / "gpu"))
+    from gpu_check import half_rounded_down
+    assert half_rounded_down(108) == 54
+    assert half_rounded_down(132) == 66
+    assert half_rounded_down(15) == 7
+    assert half_rounded_down(132, 25) == 33
