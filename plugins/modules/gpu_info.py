@@ -24,7 +24,7 @@ description:
     differs from the installed library after an upgrade without a reboot
     (V(driver_library_mismatch)).
 author:
-  - smshare.kai maintainers
+  - smshare.kai maintainers (@smshare)
 options:
   nvswitch_count:
     description:
@@ -47,8 +47,10 @@ attributes:
     description: Read-only; runs the same queries in check mode.
   diff_mode:
     support: none
+    description: Reports, changes nothing.
   idempotent:
     support: full
+    description: Never changes anything.
 notes:
   - The C(multiprocessor_count) query field is not known to every driver; when the
     driver rejects it the value is null.

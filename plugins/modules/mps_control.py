@@ -28,7 +28,7 @@ description:
     started after they are set, and are lost when the daemon quits (MPS semantics);
     the module warns when servers already run.
 author:
-  - smshare.kai maintainers
+  - smshare.kai maintainers (@smshare)
 options:
   state:
     description:
@@ -85,7 +85,7 @@ options:
     type: int
   default_pinned_mem_limits:
     description:
-      - Default pinned device memory limit per device index, for example C({"0": "40G"}).
+      - 'Default pinned device memory limit per device index, for example C({"0": "40G"}).'
       - Sizes take a K, M, G or T suffix.
     type: dict
   namespaces:
@@ -122,6 +122,7 @@ attributes:
     description: Shows the daemon's state before and after.
   idempotent:
     support: full
+    description: Reads the state first and sends only the commands that change something.
 seealso:
   - module: smshare.kai.mps_info
   - name: NVIDIA MPS documentation

@@ -23,7 +23,7 @@ description:
   - Every command is sent as the real tool expects (legacy commands on standard
     input, v3 verbs as arguments); unknown or unparsable output fails and quotes it.
 author:
-  - smshare.kai maintainers
+  - smshare.kai maintainers (@smshare)
 options:
   pipe_directory:
     description: The daemon's C(CUDA_MPS_PIPE_DIRECTORY).
@@ -51,8 +51,10 @@ attributes:
     description: Read-only.
   diff_mode:
     support: none
+    description: Reports, changes nothing.
   idempotent:
     support: full
+    description: Never changes anything.
 seealso:
   - module: smshare.kai.mps_control
 """
