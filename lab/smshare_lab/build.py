@@ -179,11 +179,18 @@ def build(targets=None, version=None):
     CACHE.mkdir(parents=True, exist_ok=True)
     lock_path = CACHE / f"kubernetes-{version}.lock"
     with open(lock_path, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"another build holds {lock_path}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        waiting = False
+        while True:
+            if not missing(version, targets):   # another build made what we need
+                return bins
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not waiting:
+                    say(f"another build holds {lock_path}; waiting for {', '.join(missing(version, targets))}")
+                    waiting = True
+                time.sleep(1)
         todo = missing(version, targets)
         if not todo:
             return bins
@@ -217,9 +224,12 @@ def start_background(targets, log_path):
         return None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(log_path, "a")
+    offset = fh.tell()
     labctl = Path(__file__).resolve().parents[1] / "labctl"
-    return subprocess.Popen([sys.executable, str(labctl), "build", *targets],
-                            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    builder = subprocess.Popen([sys.executable, str(labctl), "build", *targets],
+                               stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    builder.log_offset = offset
+    return builder
 
 
 def follow(proc, log_path):
@@ -228,7 +238,7 @@ def follow(proc, log_path):
 
     def tail():
         with open(log_path, errors="replace") as fh:
-            fh.seek(0, os.SEEK_END)
+            fh.seek(getattr(proc, "log_offset", 0))
             while not done.is_set():
                 line = fh.readline()
                 if line:

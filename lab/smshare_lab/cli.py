@@ -40,6 +40,7 @@ def _link_tools(bins):
 
 def cmd_up(args):
     timings = {}
+    changes = []
     t0 = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
     LOGS.mkdir(parents=True, exist_ok=True)
@@ -53,17 +54,21 @@ def cmd_up(args):
     step = time.monotonic()
     say("PKI and etcd")
     pki.ensure()
-    control_plane.start_etcd()
+    if control_plane.start_etcd():
+        changes.append("etcd")
     timings["pki+etcd"] = time.monotonic() - step
 
     step = time.monotonic()
     say("registry (lab/registry.sh)")
+    if registry.available() and not registry.status()[0]:
+        changes.append("registry")
     reg = registry.up()
     timings["registry"] = time.monotonic() - step
 
     step = time.monotonic()
     say(f"GPU nodes: {args.gpu_nodes} podman containers from {gpu_nodes.IMAGE}")
-    nodes = gpu_nodes.up(args.gpu_nodes)
+    nodes, started_nodes = gpu_nodes.up(args.gpu_nodes)
+    changes += started_nodes
     apt_url = gpu_nodes.standin_apt_up() if nodes else ""
     timings["gpu nodes"] = time.monotonic() - step
 
@@ -75,7 +80,7 @@ def cmd_up(args):
 
     step = time.monotonic()
     say("control plane: kube-apiserver, kube-controller-manager, kube-scheduler")
-    started = control_plane.start_kube(bins)
+    changes += control_plane.start_kube(bins)
     _link_tools(bins)
     timings["control plane"] = time.monotonic() - step
 
@@ -83,6 +88,8 @@ def cmd_up(args):
     if args.nodes:
         step = time.monotonic()
         say(f"node tier: containerd + kubelet ({node_tier.NODE_NAME})")
+        if not node_tier.running():
+            changes.append("node tier")
         kube_nodes = node_tier.up(bins)
         timings["node tier"] = time.monotonic() - step
 
@@ -99,7 +106,10 @@ def cmd_up(args):
     FACTS.write_text(json.dumps(facts, indent=2) + "\n")
     FACTS.chmod(0o600)
     timings["total"] = time.monotonic() - t0
-    say("lab is up" + ("" if started or builder else " (everything was already running)"))
+    if changes:
+        say("lab is up; started: " + ", ".join(changes))
+    else:
+        say("lab is up: everything was already running, nothing to do")
     for name, secs in timings.items():
         print(f"  {name:<15} {secs:6.1f}s")
     print(f"  kubeconfig      {KUBECONFIG}\n  use it with     eval \"$({LAB_DIR / 'labctl'} env)\"")

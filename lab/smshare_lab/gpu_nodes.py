@@ -62,7 +62,7 @@ def _systemd_up(name):
 
 
 def up(count):
-    """Start `count` nodes (and remove surplus ones). Returns the node names, [] if skipped."""
+    """Start `count` nodes (and remove surplus ones). Returns (names, started); ([], []) if skipped."""
     if count < 0:
         raise LabError(f"GPU node count must be 0 or more, got {count}")
     wanted = names(count)
@@ -71,10 +71,11 @@ def up(count):
         say(f"removing surplus GPU node {name}")
         podman("rm", "-f", "-t", "5", name)
     if count == 0:
+        COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
         COUNT_FILE.write_text(json.dumps({"count": 0, "names": []}))
-        return []
+        return [], []
     if not ensure_image():
-        return []
+        return [], []
     started = []
     for name in wanted:
         state = current.get(name)
@@ -97,7 +98,7 @@ def up(count):
             time.sleep(0.5)
     COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
     COUNT_FILE.write_text(json.dumps({"count": count, "names": wanted}))
-    return wanted
+    return wanted, started
 
 
 def standin_apt_up():

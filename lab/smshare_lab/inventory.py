@@ -2,11 +2,12 @@
 
 Generated (git-ignored) files:
   .lab/vault-pass                                     the vault password (random, 0600)
-  inventories/lab/group_vars/all/lab.yml              registry address and CA path
-  inventories/lab/group_vars/all/vault.yml            registry credentials, Ansible Vault
+  inventories/lab/group_vars/smshare_lab/lab.yml      registry address and CA, apt URL
+  inventories/lab/group_vars/smshare_lab/vault.yml    registry credentials, Ansible Vault
   .lab/gpu-nodes.yml                                  extra hosts when the count is not 2
 """
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -15,7 +16,9 @@ import tempfile
 from .paths import INVENTORY, STATE, VAULT_PASS
 from .util import run
 
-GENERATED = INVENTORY / "group_vars" / "all"
+# Group smshare_lab (parent of the lab's three groups): a group_vars/all/ folder
+# would hide group_vars/all.yml, so generated values live in this group's folder.
+GENERATED = INVENTORY / "group_vars" / "smshare_lab"
 LAB_VARS = GENERATED / "lab.yml"
 VAULT_FILE = GENERATED / "vault.yml"
 VAULT_STAMP = STATE / "vault.sha256"
@@ -61,21 +64,22 @@ def write(registry, standin_apt_url=""):
         plain += ("# Base URL of the stand-in NVIDIA CUDA apt repository (lab/standin/apt/repo.sh).\n"
                   f"smshare_lab_standin_apt_url: {_quote(standin_apt_url)}\n")
     _write_if_changed(LAB_VARS, plain)
-    secret = header + (
-        f"vault_smshare_registry_username: {_quote(registry.get('username', ''))}\n"
-        f"vault_smshare_registry_password: {_quote(registry.get('password', ''))}\n")
-    digest = hashlib.sha256((secret + VAULT_PASS.read_text()).encode()).hexdigest()
+    # Each value vaulted on its own (!vault): plays that never read the credentials
+    # run without the vault password; reading one without it fails clearly.
+    values = {"vault_smshare_registry_username": registry.get("username", ""),
+              "vault_smshare_registry_password": registry.get("password", "")}
+    digest = hashlib.sha256((json.dumps(values, sort_keys=True) + VAULT_PASS.read_text()).encode()).hexdigest()
     if VAULT_FILE.is_file() and VAULT_STAMP.is_file() and VAULT_STAMP.read_text() == digest:
         return
-    fd, tmp = tempfile.mkstemp(dir=STATE, prefix="vault-plain-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secret)
-        run([_ansible_vault(), "encrypt", "--vault-password-file", str(VAULT_PASS),
-             "--output", str(VAULT_FILE), tmp], capture=True)
-    finally:
-        os.unlink(tmp)
-    VAULT_FILE.chmod(0o600)
+    text = header
+    for name, value in values.items():
+        text += run([_ansible_vault(), "encrypt_string", "--vault-password-file", str(VAULT_PASS),
+                     "--stdin-name", name], capture=True, input_text=value).stdout
+    fd, tmp = tempfile.mkstemp(dir=GENERATED, prefix=".vault-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, VAULT_FILE)
     VAULT_STAMP.write_text(digest)
 
 

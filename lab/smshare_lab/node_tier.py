@@ -221,6 +221,10 @@ def up(bins):
     return [NODE_NAME]
 
 
+def running():
+    return bool(proc.pid_of("kubelet") and proc.pid_of("containerd"))
+
+
 def anything_running():
     return bool(proc.pid_of("kubelet") or proc.pid_of("containerd") or _bridge_exists())
 

@@ -1,0 +1,49 @@
+"""`labctl down` leaves nothing of the lab behind: processes, mounts, cgroups,
+iptables chains, bridge, containers. Runs last (marker lab_teardown)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab_helpers import describe
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.lab_teardown]
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
+
+
+def alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_down_leaves_nothing_behind(lab):
+    from smshare_lab import node_tier  # the lab's own list of what it creates
+
+    pids = [p.read_text().split()[0] for p in (lab.state_dir / "run").glob("*.pid")]
+    assert len(pids) >= 4 + (2 if lab.node_tier else 0), pids
+    proc = lab.labctl("down")
+    assert proc.returncode == 0, describe(proc)
+
+    assert not [p for p in pids if alive(p)]
+    assert node_tier.leftovers() == []
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert "/var/lib/smshare-lab" not in mounts and "/run/smshare-lab" not in mounts
+    links = subprocess.run(["ip", "-o", "link", "show"], text=True, capture_output=True, check=True).stdout
+    assert node_tier.BRIDGE not in links
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            rules = subprocess.run([tool, "-w", "-t", table, "-S"], text=True, capture_output=True).stdout
+            assert "KUBE-" not in rules, f"{tool} -t {table}:\n{rules}"
+    ps = subprocess.run(["podman", "ps", "-a", "--filter", "label=io.smshare.lab=gpu-node", "--format", "json"],
+                        text=True, capture_output=True, check=True, env=lab.env)
+    assert json.loads(ps.stdout or "[]") == []
+    status = lab.labctl("status")
+    assert status.returncode == 1, describe(status)
+    assert not (lab.state_dir / "lab.json").exists()

@@ -1,0 +1,72 @@
+"""lab/labctl itself: status, idempotent up, 127.0.0.1 only, env output, bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab_helpers import describe
+
+pytestmark = pytest.mark.lab
+LABCTL = Path(__file__).resolve().parents[3] / "lab" / "labctl"
+
+
+def pids(lab):
+    return {p.stem: p.read_text().split()[0] for p in (lab.state_dir / "run").glob("*.pid")}
+
+
+def test_status_lists_every_component_up(lab):
+    proc = lab.labctl("status")
+    assert proc.returncode == 0, describe(proc)
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        line = next(l for l in proc.stdout.splitlines() if l.startswith(name + " "))
+        assert " up " in line, proc.stdout
+    for node in lab.gpu_nodes:
+        assert f"gpu node {node}" in proc.stdout
+
+
+def test_second_up_changes_nothing(lab):
+    before = pids(lab)
+    proc = lab.labctl("up", *(["--nodes"] if lab.node_tier else []))
+    assert proc.returncode == 0, describe(proc)
+    assert "everything was already running, nothing to do" in proc.stdout, proc.stdout
+    assert pids(lab) == before
+
+
+def test_apiserver_serves_v1_20_with_rbac(lab):
+    version = json.loads(lab.kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"] == "v1.20.2"
+    assert lab.kubectl("auth", "can-i", "create", "pods", "--as", "smshare-lab-nobody",
+                       check=False).stdout.strip() == "no"
+
+
+def test_listens_on_loopback_only(lab):
+    lab_pids = set(pids(lab).values())
+    proc = subprocess.run(["ss", "-ltnpH"], text=True, capture_output=True, check=True)
+    ours = [line for line in proc.stdout.splitlines() if any(f"pid={p}," in line for p in lab_pids)]
+    assert ours, proc.stdout
+    for line in ours:
+        local = line.split()[3]
+        assert local.startswith(("127.0.0.1:", "[::1]:")), f"listens beyond loopback: {line}"
+
+
+def test_env_exports_kubeconfig_and_vault_password_file(lab):
+    proc = lab.labctl("env")
+    assert proc.returncode == 0, describe(proc)
+    assert f"export KUBECONFIG={lab.kubeconfig}" in proc.stdout
+    assert f"export ANSIBLE_VAULT_PASSWORD_FILE={lab.vault_password_file}" in proc.stdout
+    assert (lab.vault_password_file.stat().st_mode & 0o077) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["up", "--gpu-nodes", "-1"], "--gpu-nodes must be 0 or more"),
+    (["build", "kube-proxyy"], "unknown build target(s): kube-proxyy"),
+    (["sideways"], "invalid choice"),
+])
+def test_bad_input_is_refused_before_anything_changes(lab, argv, message):
+    before = pids(lab)
+    proc = subprocess.run([sys.executable, str(LABCTL), *argv], text=True, capture_output=True, check=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert pids(lab) == before

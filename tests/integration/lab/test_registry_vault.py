@@ -1,0 +1,70 @@
+"""The lab inventory's registry settings: vaulted credentials that work, and a registry
+that refuses a wrong password and a client without the lab's CA."""
+import base64
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from lab_helpers import describe
+
+pytestmark = pytest.mark.lab
+
+
+def v2(registry, username, password, cafile):
+    ctx = ssl.create_default_context(cafile=cafile)
+    req = urllib.request.Request(f"https://{registry.address}/v2/")
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    req.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.fixture()
+def registry(lab):
+    if lab.registry is None:
+        pytest.fail("the lab has no registry (lab/registry.sh missing?)")
+    return lab.registry
+
+
+def inventory_vars(lab, *names):
+    argv = ["ansible", "localhost", "-m", "ansible.builtin.debug",
+            "-a", "msg={{ {" + ", ".join(f"'{n}': {n}" for n in names) + "} | to_json }}"]
+    for inv in lab.inventory:
+        argv += ["-i", inv]
+    proc = subprocess.run(argv, env=lab.env, text=True, capture_output=True, check=False, cwd=lab.root)
+    return proc
+
+
+def test_vault_file_is_encrypted_and_opens_with_the_lab_password(lab, registry):
+    vault = lab.root / "inventories" / "lab" / "group_vars" / "smshare_lab" / "vault.yml"
+    text = vault.read_text()
+    assert text.count("!vault |") == 2 and text.count("$ANSIBLE_VAULT;1.1;AES256") == 2, text
+    assert registry.password not in text
+    assert f"'{registry.username}'" not in text and f": {registry.username}\n" not in text
+    proc = inventory_vars(lab, "smshare_registry", "smshare_registry_username", "smshare_registry_ca_file",
+                          "smshare_kubeconfig")
+    assert proc.returncode == 0, describe(proc)
+    assert f"{registry.address}/kai-fork" in proc.stdout
+    assert registry.username in proc.stdout
+    assert registry.ca in proc.stdout
+    assert str(lab.kubeconfig) in proc.stdout
+
+
+def without_vault_password(lab, var):
+    env = dict(lab.env)
+    env.pop("ANSIBLE_VAULT_PASSWORD_FILE")
+    argv = ["ansible", "localhost", "-m", "ansible.builtin.debug", "-a", f"var={var}", "-i", lab.inventory[0]]
+    return subprocess.run(argv, env=env, text=True, capture_output=True, check=False, cwd=lab.root)
+
+
+def test_credentials_need_the_vault_password(lab, registry):
+    proc = without_vault_password(lab, "smshare_registry_password")
+    assert proc.returncode != 0 or "no vault secrets" in proc.stdout + proc.stderr, describe(proc)
+    assert "vault" in (proc.stdout + proc.stderr).lower()
+    assert registry.password not in proc.stdout + proc.stderr
