@@ -1,0 +1,149 @@
+# Apache-2.0
+"""Fixtures for the fork_images role and registry_image_info against a real registry.
+
+Own registry (lab/registry.sh in a temp state dir, free port, TLS + htpasswd)
+and own stand-in fork repositories (lab/standin/forks/make-forks.sh): these
+tests do not need the whole lab.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+PLAYBOOK = REPO / "playbooks" / "images.yml"
+KAI_SERVICES = ["podgrouper", "scheduler", "binder", "resourcereservation", "snapshot-tool", "scalingpod",
+                "nodescaleadjuster", "podgroupcontroller", "queuecontroller", "fairshare-simulator",
+                "admission", "operator", "time-based-fairshare-simulator", "numa-placement-exporter",
+                "helm-hooks"]
+FRAC_IMAGES = ["operator", "mpsd", "fractiond", "metricsd"]
+
+
+def base_env():
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"),
+               CONTAINERS_CONF=str(REPO / "molecule" / "containers.conf"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
+    return env
+
+
+@dataclass
+class Registry:
+    address: str
+    ca: str
+    cert_dir: str
+    username: str
+    password: str
+
+
+@pytest.fixture(scope="session")
+def image_registry(tmp_path_factory):
+    state = tmp_path_factory.mktemp("registry")
+    script = REPO / "lab" / "registry.sh"
+    env = dict(base_env(), SMSHARE_REGISTRY_PORT="0")
+    up = subprocess.run(["bash", str(script), "up", str(state)], env=env, text=True, capture_output=True)
+    assert up.returncode == 0, up.stdout + up.stderr
+    yield Registry(address=(state / "address").read_text().strip(), ca=str(state / "ca.crt"),
+                   cert_dir=str(state), username=(state / "username").read_text().strip(),
+                   password=(state / "password").read_text().strip())
+    subprocess.run(["bash", str(script), "down", str(state)], env=env, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def stand_in_forks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("forks")
+    subprocess.run(["bash", str(REPO / "lab/standin/forks/make-forks.sh"), str(out)], check=True,
+                   capture_output=True)
+    return json.loads((out / "forks.json").read_text())
+
+
+@dataclass
+class Outcome:
+    rc: int
+    output: str
+    wall_s: float
+
+    @property
+    def recap(self):
+        m = re.search(r"ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", self.output)
+        assert m, "no PLAY RECAP in output:\n" + self.output[-3000:]
+        return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups())))
+
+
+class ForkImages:
+    """One build host's worth of state (clones, buildah storage, records) in a temp dir."""
+
+    def __init__(self, root, registry, forks):
+        self.root = Path(root)
+        self.registry = registry
+        self.forks = forks
+        self.workdir = self.root / "work"
+        self.record = self.root / "make-record.jsonl"
+        self.manifest = self.root / "manifest.json"
+        self.inventory = self.root / "hosts.yml"
+        self.inventory.write_text(
+            "all:\n  children:\n    build_hosts:\n      hosts:\n        buildhost:\n"
+            "          ansible_connection: local\n"
+            f"          ansible_python_interpreter: {sys.executable}\n")
+
+    def vars(self, **overrides):
+        reg = self.registry
+        env = {"STANDIN_BUILDAH_ROOT": str(self.root / "buildah"), "STANDIN_CERT_DIR": reg.cert_dir,
+               "REGISTRY_AUTH_FILE": str(self.root / "auth.json"), "STANDIN_MAKE_RECORD": str(self.record)}
+        env.update(overrides.pop("extra_env", {}))
+        data = {
+            "fork_images_kai_scheduler_repo_url": self.forks["kai_scheduler"]["url"],
+            "fork_images_kai_scheduler_pr_ref": self.forks["kai_scheduler"]["pr_ref"],
+            "fork_images_kai_scheduler_commit": self.forks["kai_scheduler"]["commit"],
+            "fork_images_gpu_fractioning_repo_url": self.forks["gpu_fractioning"]["url"],
+            "fork_images_gpu_fractioning_pr_ref": self.forks["gpu_fractioning"]["pr_ref"],
+            "fork_images_gpu_fractioning_commit": self.forks["gpu_fractioning"]["commit"],
+            "fork_images_workdir": str(self.workdir),
+            "fork_images_registry": reg.address + "/kai-fork",
+            "fork_images_registry_username": reg.username,
+            "fork_images_registry_password": reg.password,
+            "fork_images_registry_ca_file": reg.ca,
+            "fork_images_registry_login_tool": "buildah",
+            "fork_images_check_builder": False,
+            "fork_images_build_environment": env,
+            "fork_images_build_poll_interval": 2,
+            "fork_images_manifest_path": str(self.manifest),
+        }
+        data.update(overrides)
+        return data
+
+    def play(self, *args, **overrides):
+        vars_file = self.root / "vars.json"
+        vars_file.write_text(json.dumps(self.vars(**overrides)))
+        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *args]
+        start = time.monotonic()
+        proc = subprocess.run(argv, env=base_env(), text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, cwd=REPO)
+        return Outcome(proc.returncode, proc.stdout, time.monotonic() - start)
+
+    def records(self):
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def refs(self, tag):
+        base = self.registry.address + "/kai-fork"
+        return ([f"{base}/kai-gpu-fractioning/{i}:{tag}" for i in FRAC_IMAGES]
+                + [f"{base}/kai-scheduler/{s}:{tag}" for s in KAI_SERVICES])
+
+    def default_tag(self):
+        return "smshare-%s-%s" % (self.forks["kai_scheduler"]["commit"][:7],
+                                  self.forks["gpu_fractioning"]["commit"][:7])
+
+
+def registry_client(registry):
+    from ansible_collections.smshare.kai.plugins.module_utils.registry import RegistryClient
+    return RegistryClient(username=registry.username, password=registry.password, ca_file=registry.ca)
