@@ -131,7 +131,8 @@ def test_cli_install_status_list_values_dry_run(clean_lab, tmp_path):
     assert "kind: Gadget" in manifest
     hooks = shim(kube, "get", "hooks", "cli", check=True).stdout
     assert hooks.startswith("---\n# Source: smshare-demo/templates/post-install-hook.yaml")
-    assert shim(kube, "get", "notes", "cli", check=True).stdout == "NOTES:\ncli says hello.\n"
+    # helm prints "NOTES:\n%s\n" and the rendered notes end with a newline of their own
+    assert shim(kube, "get", "notes", "cli", check=True).stdout == "NOTES:\ncli says hello.\n\n"
 
     gone = shim(kube, "uninstall", "cli", check=True)
     assert gone.stdout == 'release "cli" uninstalled\n'
