@@ -103,6 +103,10 @@ COMMANDS = {
                              Flag("force", BOOL), Flag("force-replace", BOOL),
                              Flag("cleanup-on-fail", BOOL), Flag("history-max", STRING)),
                    (2, 2), "helm upgrade RELEASE CHART"),
+    ("diff", "upgrade"): (CHART_SOURCE + VALUES + (
+        Flag("reset-values", BOOL), Flag("reuse-values", BOOL),
+        Flag("reset-then-reuse-values", BOOL), Flag("skip-schema-validation", BOOL)),
+        (2, 2), "helm diff upgrade RELEASE CHART"),
     ("uninstall",): ((Flag("keep-history", BOOL), Flag("no-hooks", BOOL),
                       Flag("wait", OPTIONAL, bare="watcher"), Flag("timeout", STRING),
                       Flag("ignore-not-found", BOOL)), (1, 1), "helm uninstall RELEASE"),

@@ -4,6 +4,7 @@ Output mimics helm's own: `list -o yaml|json|table`, `get values` printing
 `null` when there are no user values, `version.BuildInfo{...}`, the
 `plugin list` header, `Error: ...` on stderr with exit status 1.
 """
+import difflib
 import json
 import math
 import os
@@ -217,8 +218,13 @@ def cmd_version(parsed, environ, out):
               f'GoVersion:"helm-python-sdk {helm_python.__version__}"}}\n')
 
 
+# `helm diff upgrade` is built in (helm-diff's output format, manifests only),
+# listed as the plugin kubernetes.core looks for.
+DIFF_PLUGIN = ("diff", "3.9.14", "Preview helm upgrade changes as a diff (built into the lab shim)")
+
+
 def cmd_plugin_list(parsed, environ, out):
-    out.write("NAME\tVERSION\tDESCRIPTION\n")
+    out.write("NAME\tVERSION\tDESCRIPTION\n" + "\t".join(DIFF_PLUGIN) + "\n")
 
 
 def _repositories_file(environ):
@@ -431,6 +437,52 @@ def cmd_upgrade(parsed, environ, out):
     _print_deployed(release, parsed, out)
 
 
+def manifest_objects(manifest, namespace):
+    """Rendered manifest -> {header: text}, header as helm-diff prints it."""
+    objects = {}
+    for document in re.split(r"^---\s*$", manifest or "", flags=re.MULTILINE):
+        body = yaml.safe_load(document)
+        if not isinstance(body, dict) or "kind" not in body:
+            continue
+        meta = body.get("metadata") or {}
+        header = (f"{meta.get('namespace', namespace)}, {meta.get('name', '')}, "
+                  f"{body['kind']} ({body.get('apiVersion', '')})")
+        objects[header] = document.strip("\n")
+    return objects
+
+
+def diff_objects(before, after):
+    """helm-diff's listing: every added, removed or changed object, whole, +/- marked."""
+    chunks = []
+    for header in sorted(set(before) | set(after)):
+        old, new = before.get(header), after.get(header)
+        if old == new:
+            continue
+        if old is None:
+            verb, lines = "has been added", ["+ " + line for line in new.splitlines()]
+        elif new is None:
+            verb, lines = "has been removed", ["- " + line for line in old.splitlines()]
+        else:
+            verb = "has changed"
+            lines = [{"-": "- ", "+": "+ ", " ": "  "}[line[0]] + line[2:]
+                     for line in difflib.ndiff(old.splitlines(), new.splitlines())
+                     if line[0] in "-+ "]
+        chunks.append(f"{header} {verb}:\n" + "\n".join(lines) + "\n")
+    return "".join(chunks)
+
+
+def cmd_diff_upgrade(parsed, environ, out):
+    values = collect_values(parsed)
+    namespace = namespace_of(parsed, environ)
+    with open_config(parsed, environ) as config:
+        current = config.status(parsed.args[0])
+        preview = type(parsed)(command=("upgrade",), args=parsed.args,
+                               flags=dict(parsed.flags, dry_run="client"))
+        planned = _run_deploy(config, "upgrade", preview, namespace, values)
+    out.write(diff_objects(manifest_objects(current.get("manifest"), namespace),
+                           manifest_objects(planned.get("manifest"), namespace)))
+
+
 def cmd_uninstall(parsed, environ, out):
     name = parsed.args[0]
     options = {"keep_history": parsed.get("keep_history"),
@@ -467,5 +519,6 @@ HANDLERS = {
     ("dependency", "build"): cmd_dependency,
     ("install",): cmd_install,
     ("upgrade",): cmd_upgrade,
+    ("diff", "upgrade"): cmd_diff_upgrade,
     ("uninstall",): cmd_uninstall,
 }

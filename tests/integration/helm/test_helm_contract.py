@@ -21,9 +21,11 @@ RELEASE = {
     "chart_version": "0.1.0", "app_version": "1.0.0",
 }
 DONE = "Release \"demo\" has been upgraded. Happy Helming!\nNAME: demo\n"
+DIFF = ("lab-contract, demo-greeting, ConfigMap (v1) has changed:\n"
+        "  kind: ConfigMap\n-   greeting: \"hello\"\n+   greeting: \"changed\"\n")
 
 
-def canned(release_present):
+def canned(release_present, diff=DIFF):
     answers = {"upgrade": DONE, "install": "NAME: demo\n",
                "uninstall": 'release "demo" uninstalled\n',
                "get manifest": "---\n# Source: smshare-demo/templates/configmap.yaml\n"
@@ -34,6 +36,7 @@ def canned(release_present):
     if release_present:
         answers["list"] = to_yaml([list_row(RELEASE)])
         answers["get values"] = to_yaml({"greeting": "hello"})
+        answers["diff upgrade"] = diff
     else:
         answers["list"] = to_yaml([])
         answers["get values"] = "null\n"
@@ -46,9 +49,10 @@ def contract(tmp_path_factory):
     work = tmp_path_factory.mktemp("helm-contract")
     charts = copy_charts(work)
     files = {}
-    for state in ("absent", "present"):
+    for state, answers in (("absent", canned(False)), ("present", canned(True)),
+                           ("same", canned(True, diff=""))):
         files[state] = str(work / f"canned-{state}.json")
-        (work / f"canned-{state}.json").write_text(json.dumps(canned(state == "present")))
+        (work / f"canned-{state}.json").write_text(json.dumps(answers))
     kubeconfig = work / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "lab-context",
@@ -90,9 +94,9 @@ def test_version_and_plugin_list_are_parsed(contract):
     versions = argv_of(entries, "version")
     assert versions and all(e["stdout"].startswith('version.BuildInfo{Version:"v4.') for e in versions)
     plugins = argv_of(by_tag(entries, "upgrade"), "plugin", "list")
-    assert plugins and plugins[0]["stdout"] == "NAME\tVERSION\tDESCRIPTION\n"
-    # no diff plugin: kubernetes.core falls back to its default check and says so
-    assert any("helm diff" in w for w in results["upgrade"].get("warnings", []))
+    assert plugins and plugins[0]["stdout"].startswith("NAME\tVERSION\tDESCRIPTION\ndiff\t3.9.")
+    # the built-in diff counts as helm-diff: no fallback warning from kubernetes.core
+    assert not any("helm diff" in w for w in results["upgrade"].get("warnings", []))
 
 
 def test_install_argv_carries_every_option(contract):
@@ -129,12 +133,19 @@ def test_install_argv_carries_every_option(contract):
     assert results["install"]["changed"] is True
 
 
-def test_upgrade_argv_and_default_check(contract):
-    entries, results, _ = contract
+def test_upgrade_argv_and_diff_check(contract):
+    entries, results, extra = contract
     upgrade = by_tag(entries, "upgrade")
     assert [e["argv"][:2] for e in argv_of(upgrade, "list")] == [["list", "--output=yaml"]] * 2
     values = argv_of(upgrade, "get", "values")
     assert values[0]["argv"] == ["get", "values", "--output=yaml", "demo"]
+    diffs = argv_of(upgrade, "diff", "upgrade")
+    assert len(diffs) == 1 and diffs[0]["canned"]
+    preview = parse(diffs[0]["argv"])
+    assert preview.args == ["demo", extra["helm_contract_chart"]]
+    assert preview.get("reset_values") is True and preview.get("set") == ["gadget.size=large"]
+    assert len(preview.get("values")) == 1  # release_values' temp file
+    assert results["upgrade"]["diff"]["prepared"] == DIFF.strip()
     parsed = parse(argv_of(upgrade, "upgrade")[0]["argv"])
     options = _deploy_options(parsed, "upgrade")
     assert options["force_replace"] is True and options["take_ownership"] is True
@@ -150,7 +161,9 @@ def test_upgrade_argv_and_default_check(contract):
 def test_same_values_do_not_redeploy(contract):
     entries, results, _ = contract
     assert results["unchanged"]["changed"] is False
-    assert not argv_of(by_tag(entries, "unchanged"), "upgrade")
+    unchanged = by_tag(entries, "unchanged")
+    assert argv_of(unchanged, "diff", "upgrade"), "the diff decides, as with helm-diff"
+    assert not argv_of(unchanged, "upgrade")
 
 
 def test_check_mode_runs_only_reads(contract):

@@ -90,7 +90,8 @@ def test_kubernetes_core_lifecycle(clean_lab, tmp_path):
     }, env={"SMSHARE_HELM_RECORDER_LOG": str(log)})
     entries = read_log(log)
     failed = [e for e in entries if e["rc"] != 0]
-    assert [e["argv"][:2] for e in failed] == [["upgrade", "-i"]], failed
+    # the only failure: the post-renderer the shim refuses (in the diff that runs first)
+    assert [(e["argv"][:2], e["rc"]) for e in failed] == [(["diff", "upgrade"], 2)], failed
     assert all(not e["canned"] for e in entries)
     installs = [e for e in argv_of(entries, "upgrade") if e["rc"] == 0]
     assert len(installs) == 2, "one install and one upgrade: re-runs and check mode deploy nothing"

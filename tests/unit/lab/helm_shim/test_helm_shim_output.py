@@ -28,8 +28,48 @@ def test_version_matches_kubernetes_core_pattern():
     assert out.startswith('version.BuildInfo{Version:"v4.2.3", ')
 
 
-def test_plugin_list_is_a_bare_header():
-    assert run(["plugin", "list"]) == (0, "NAME\tVERSION\tDESCRIPTION\n", "")
+def test_plugin_list_names_the_built_in_diff():
+    rc, out, _ = run(["plugin", "list"])
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == "NAME\tVERSION\tDESCRIPTION"
+    name, version, _ = lines[1].split("\t")  # kubernetes.core splits on tabs, three fields
+    assert name == "diff" and tuple(map(int, version.split("."))) >= (3, 9, 12)
+
+
+BEFORE = """---
+# Source: c/templates/a.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: a
+data:
+  k: "1"
+---
+# Source: c/templates/b.yaml
+apiVersion: v1
+kind: Secret
+metadata:
+  name: b
+  namespace: other
+"""
+
+
+def test_diff_lists_changed_added_and_removed_objects():
+    after = BEFORE.replace('k: "1"', 'k: "2"').split("---\n# Source: c/templates/b.yaml")[0] \
+        + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n"
+    text = commands.diff_objects(commands.manifest_objects(BEFORE, "ns"),
+                                 commands.manifest_objects(after, "ns"))
+    assert text == (
+        "ns, a, ConfigMap (v1) has changed:\n"
+        "  # Source: c/templates/a.yaml\n  apiVersion: v1\n  kind: ConfigMap\n"
+        "  metadata:\n    name: a\n  data:\n-   k: \"1\"\n+   k: \"2\"\n"
+        "ns, s, Service (v1) has been added:\n"
+        "+ apiVersion: v1\n+ kind: Service\n+ metadata:\n+   name: s\n"
+        "other, b, Secret (v1) has been removed:\n"
+        "- # Source: c/templates/b.yaml\n- apiVersion: v1\n- kind: Secret\n"
+        "- metadata:\n-   name: b\n-   namespace: other\n")
+    same = commands.manifest_objects(BEFORE, "ns")
+    assert commands.diff_objects(same, same) == ""
 
 
 def test_show_chart_prints_chart_yaml():
