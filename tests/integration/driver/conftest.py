@@ -1,0 +1,42 @@
+# Apache-2.0
+"""Fixtures for the nvidia_driver Molecule scenarios.
+
+driver_lab: the node image (lab/node-image.sh, cached) and the stand-in NVIDIA
+apt repository served on the podman bridge (lab/standin/apt/repo.sh); the
+server is stopped afterwards unless it was already running.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+REPO_SH = REPO / "lab" / "standin" / "apt" / "repo.sh"
+
+
+def run(argv, **kwargs):
+    return subprocess.run([str(a) for a in argv], cwd=REPO, text=True, check=True,
+                          stdout=subprocess.PIPE, **kwargs).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def driver_lab():
+    image = run([REPO / "lab" / "node-image.sh"])
+    was_running = subprocess.run([str(REPO_SH), "status"], cwd=REPO,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    url = run([REPO_SH, "start"])
+    yield {"image": image, "url": url}
+    if not was_running:
+        run([REPO_SH, "stop"])
+
+
+@pytest.fixture()
+def molecule_env(driver_lab):
+    env = dict(os.environ)
+    env["SMSHARE_APT_URL"] = driver_lab["url"]
+    env["PATH"] = "%s:%s" % (REPO / ".venv" / "bin", env.get("PATH", ""))
+    env.setdefault("CONTAINERS_CONF", str(REPO / "molecule" / "containers.conf"))
+    env["ANSIBLE_FORCE_COLOR"] = "false"
+    env["NO_COLOR"] = "1"
+    return env
