@@ -23,7 +23,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 LABCTL = REPO / "lab" / "labctl"
 STATE = Path(os.environ.get("SMSHARE_LAB_STATE", REPO / ".lab"))
-_NEEDS_NODES = {"value": False}
 
 
 def pytest_configure(config):
@@ -31,8 +30,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "lab_teardown: takes the lab down; runs after every other test")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    _NEEDS_NODES["value"] = any(item.get_closest_marker("lab_nodes") for item in items)
     last = [item for item in items if item.get_closest_marker("lab_teardown")]
     if last:
         items[:] = [item for item in items if item not in last] + last
@@ -117,10 +116,12 @@ def _labctl(*args):
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab(request):
     """The lab, up for the whole session (cold: builds Kubernetes first, minutes)."""
     args = ["up"]
-    if _NEEDS_NODES["value"] or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
+    # The selected tests (after -m/-k): does any of them need real pods?
+    needs_nodes = any(item.get_closest_marker("lab_nodes") for item in request.session.items)
+    if needs_nodes or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
         args.append("--nodes")
     proc = _labctl(*args)
     if proc.returncode != 0:

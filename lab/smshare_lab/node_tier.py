@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import tarfile
 import time
 from pathlib import Path
@@ -25,6 +26,10 @@ RUNDIR = Path("/run/smshare-lab")
 CONF = STATE / "node-tier"
 SOCKET = RUNDIR / "containerd" / "containerd.sock"
 BRIDGE = "smshare-cni0"
+# kubelet refuses a loopback node IP; a port-less bridge with an unrouted address
+# keeps the kubelet local while the apiserver reaches it for logs and exec.
+NODE_LINK = "smshare-node0"
+NODE_IP = "10.243.255.1"
 POD_SUBNET = "10.244.0.0/24"
 PAUSE_IMAGE = "localhost/smshare-lab/pause:3.4"
 BEFORE = CONF / "before.json"
@@ -86,7 +91,7 @@ def _cni_config():
 def _kubelet_config():
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: {NODE_IP}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
@@ -197,6 +202,10 @@ def up(bins):
     _write(CONF / "kubelet.yaml", _kubelet_config())
     for path in (LIB, RUNDIR):
         path.mkdir(parents=True, exist_ok=True)
+    if not _link_exists(NODE_LINK):
+        run(["ip", "link", "add", NODE_LINK, "type", "bridge"], capture=True)   # no dummy module here
+        run(["ip", "addr", "add", f"{NODE_IP}/32", "dev", NODE_LINK], capture=True)
+        run(["ip", "link", "set", NODE_LINK, "up"], capture=True)
     if not proc.pid_of("containerd"):
         if SOCKET.exists():
             SOCKET.unlink()
@@ -209,7 +218,7 @@ def up(bins):
         proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
                                f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",
                                "--container-runtime=remote", f"--container-runtime-endpoint=unix://{SOCKET}",
-                               f"--root-dir={LIB / 'kubelet'}", "--node-ip=127.0.0.1",
+                               f"--root-dir={LIB / 'kubelet'}",  f"--node-ip={NODE_IP}",
                                f"--hostname-override={NODE_NAME}", f"--pod-infra-container-image={PAUSE_IMAGE}",
                                "--node-labels=smshare.io/lab-node=true", "--v=1"])
     try:
@@ -226,11 +235,12 @@ def running():
 
 
 def anything_running():
-    return bool(proc.pid_of("kubelet") or proc.pid_of("containerd") or _bridge_exists())
+    return bool(proc.pid_of("kubelet") or proc.pid_of("containerd") or _link_exists(BRIDGE)
+                or _link_exists(NODE_LINK))
 
 
-def _bridge_exists():
-    return os.path.exists(f"/sys/class/net/{BRIDGE}")
+def _link_exists(name):
+    return os.path.exists(f"/sys/class/net/{name}")
 
 
 def status():
@@ -315,7 +325,7 @@ def _remove_iptables_chains():
             if not ours:
                 continue
             for line in res.stdout.splitlines():
-                words = line.split()
+                words = shlex.split(line)
                 if words[:1] == ["-A"] and words[1] not in ours and any(
                         w in ours for w in words[2:]):
                     run([tool, "-w", "-t", table, "-D", *words[1:]], check=False, capture=True)
@@ -367,8 +377,9 @@ def down():
         except OSError:
             pass
     _remove_iptables_chains()
-    if _bridge_exists():
-        run(["ip", "link", "delete", BRIDGE], check=False, capture=True)
+    for link in (BRIDGE, NODE_LINK):
+        if _link_exists(link):
+            run(["ip", "link", "delete", link], check=False, capture=True)
     run(["rm", "-rf", "--one-file-system", str(LIB), str(RUNDIR)], check=False, capture=True)
     paths = _before().get("paths", {})
     for path in ("/var/log/pods", "/var/log/containers"):
@@ -382,8 +393,7 @@ def down():
 def leftovers():
     """What of the node tier is still there (for `status` and the tests)."""
     found = []
-    if _bridge_exists():
-        found.append(f"bridge {BRIDGE}")
+    found += [f"link {link}" for link in (BRIDGE, NODE_LINK) if _link_exists(link)]
     found += [f"mount {p}" for p in _our_mounts()]
     found += [f"cgroup {p}" for p in _kubepods_dirs()]
     found += [f"pid {p}" for p in _stray_pids()]

@@ -10,6 +10,7 @@ from lab_helpers import describe
 
 pytestmark = pytest.mark.lab
 LABCTL = Path(__file__).resolve().parents[3] / "lab" / "labctl"
+sys.path.insert(0, str(LABCTL.parent))
 
 
 def pids(lab):
@@ -46,9 +47,11 @@ def test_listens_on_loopback_only(lab):
     proc = subprocess.run(["ss", "-ltnpH"], text=True, capture_output=True, check=True)
     ours = [line for line in proc.stdout.splitlines() if any(f"pid={p}," in line for p in lab_pids)]
     assert ours, proc.stdout
+    from smshare_lab import node_tier   # kubelet listens on the node tier's unrouted dummy address
     for line in ours:
         local = line.split()[3]
-        assert local.startswith(("127.0.0.1:", "[::1]:")), f"listens beyond loopback: {line}"
+        assert local.startswith(("127.0.0.1:", "[::1]:", f"{node_tier.NODE_IP}:")), \
+            f"listens beyond loopback: {line}"
 
 
 def test_env_exports_kubeconfig_and_vault_password_file(lab):
