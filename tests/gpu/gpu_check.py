@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-WORK = "/tmp/smshare-gpu-check"
+WORK = os.environ.get("SMSHARE_GPU_WORK", "/tmp/smshare-gpu-check")
 PIPE = WORK + "/pipe"
 LOG = WORK + "/log"
 CONFIG = WORK + "/mps-control.toml"
@@ -52,7 +52,8 @@ class Check:
     def module(self, name, args, expect_failure=False, check_mode=False):
         tree = tempfile.mkdtemp(prefix="smshare-gpu-tree.")
         argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-t", tree,
-                "-m", "smshare.kai." + name, "-a", json.dumps(args)] + (["--check"] if check_mode else [])
+                "-m", "smshare.kai." + name] + (["-a", json.dumps(args)] if args else []) \
+            + (["--check"] if check_mode else [])
         started = time.time()
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         try:
@@ -65,8 +66,8 @@ class Check:
         self.evidence["steps"].append({"module": name, "args": args, "check_mode": check_mode,
                                        "rc": proc.returncode,
                                        "seconds": round(time.time() - started, 2), "result": result})
-        if result.get("failed") and not expect_failure:
-            raise CheckFailed("%s failed: %s" % (name, result.get("msg")))
+        if (result.get("failed") or proc.returncode != 0) and not expect_failure:
+            raise CheckFailed("%s failed: %s %s" % (name, result.get("msg"), result.get("stderr", "")[-600:]))
         return result
 
     def client(self, env_extra, label):
@@ -75,7 +76,7 @@ class Check:
             env.pop(key, None)
         env.update(env_extra)
         proc = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=180)
         step = {"client": label, "env": env_extra, "rc": proc.returncode,
                 "stdout": proc.stdout[-2000:], "stderr": proc.stderr[-2000:]}
         self.evidence["steps"].append(step)
@@ -88,7 +89,7 @@ class Check:
         if not passed:
             self.failures.append(name)
 
-    def record_verbs(self, protocol):
+    def record_verbs(self, protocol, prefix=""):
         """Raw answers of the verbs the modules use, to correct the verb table."""
         collections = os.environ["ANSIBLE_COLLECTIONS_PATH"]
         sys.path.insert(0, collections)
@@ -100,9 +101,11 @@ class Check:
                 continue  # read-only verbs only
             if verb.get("protocol", 2) == 3 and protocol != 3:
                 continue
+            if name == "namespace_list" and not prefix:
+                continue  # no named server before the v3 configuration
             args, stdin = mps.MpsControl.render(name, **params)
-            if name == "get_client_list":
-                pids = self.evidence["recordings"].get("get_server_list", {}).get("stdout", "").split()
+            if name in ("get_client_list", "get_server_status"):
+                pids = self.evidence["recordings"].get(prefix + "get_server_list", {}).get("stdout", "").split()
                 if not pids:
                     continue
                 args, stdin = mps.MpsControl.render(name, pid=pids[0])
@@ -113,15 +116,15 @@ class Check:
                 parsed = verb["parse"](proc.stdout + (proc.stderr if name == "help" else ""))
             except ValueError as exc:
                 error = str(exc)
-            self.evidence["recordings"][name] = {
+            self.evidence["recordings"][prefix + name] = {
                 "argv": args, "stdin": stdin, "rc": proc.returncode, "stdout": proc.stdout,
                 "stderr": proc.stderr, "verified_in_table": verb["verified"],
                 "parsed": parsed, "parse_error": error}
         # the seed's human query, as printed
-        if protocol == 3:
+        if protocol == 3 and prefix:
             proc = subprocess.run(["nvidia-cuda-mps-control", "-p", "3", "namespace", "list",
                                    "--server=shared"], env=env, capture_output=True, text=True, timeout=60)
-            self.evidence["recordings"]["seed_namespace_list"] = {
+            self.evidence["recordings"][prefix + "seed_namespace_list"] = {
                 "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
     def leftover_processes(self):
@@ -134,7 +137,14 @@ class Check:
                     comm = handle.read().strip()
             except OSError:
                 continue
-            if comm.startswith(tuple(p[:15] for p in MPS_PROCESSES)):
+            if not comm.startswith(tuple(p[:15] for p in MPS_PROCESSES)):
+                continue
+            try:  # ours: started for our pipe directory (others may share /proc)
+                with open("/proc/%s/environ" % entry, "rb") as handle:
+                    ours = ("CUDA_MPS_PIPE_DIRECTORY=" + PIPE).encode() in handle.read()
+            except OSError:
+                ours = True
+            if ours:
                 found.append({"pid": int(entry), "comm": comm})
         return found
 
@@ -207,6 +217,7 @@ class Check:
             second = self.module("mps_control", dict(wanted, restart=False))
             client = self.client({"CUDA_MPS_PIPE_DIRECTORY": PIPE + "/shared/quarter",
                                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}, "v3 namespace 25%, asks 100%")
+            self.record_verbs(3, prefix="v3:")
             expected = half_rounded_down(device_sms, 25)
             self.check("v3_namespace_caps_the_client",
                        first.get("changed") and not second.get("changed")

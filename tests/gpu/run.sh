@@ -61,7 +61,8 @@ fi
 collections=$(mktemp -d /tmp/smshare-gpu-collections.XXXXXX)
 mkdir -p "$collections/ansible_collections/smshare"
 ln -s "$repo" "$collections/ansible_collections/smshare/kai"
-export ANSIBLE_COLLECTIONS_PATH=$collections ANSIBLE_CONFIG=/dev/null ANSIBLE_NOCOLOR=1 \
+printf '[defaults]\ncollections_path = %s\n' "$collections" >"$collections/ansible.cfg"
+export ANSIBLE_COLLECTIONS_PATH=$collections ANSIBLE_CONFIG=$collections/ansible.cfg ANSIBLE_NOCOLOR=1 \
        ANSIBLE_PYTHON_INTERPRETER=$(command -v "$python") ANSIBLE_LOCALHOST_WARNING=false \
        ANSIBLE_INVENTORY_UNPARSED_WARNING=false PYTHONUNBUFFERED=1
 

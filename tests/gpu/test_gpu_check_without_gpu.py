@@ -72,3 +72,39 @@ def test_half_rounded_down():
     assert half_rounded_down(132) == 66
     assert half_rounded_down(15) == 7
     assert half_rounded_down(132, 25) == 33
+
+
+def dry_run(tmp_path, branch):
+    """run.sh's whole path on the stand-ins, with a stand-in torch (no GPU)."""
+    root = tmp_path / "root"
+    driver = json.dumps({"version": "%d.71.09" % branch, "branch": branch, "cuda_version": "13.4",
+                         "open": True})
+    for path in ("usr/share/nvidia-standin/driver.json", "run/nvidia-standin/loaded.json"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(driver)
+    env = dict(os.environ, PATH="%s:%s" % (STANDIN, os.environ["PATH"]), NVIDIA_STANDIN_ROOT=str(root),
+               PYTHONPATH=str(REPO / "tests" / "gpu" / "standin_torch"), SMSHARE_GPU_PYTHON=sys.executable,
+               SMSHARE_GPU_WORK=str(tmp_path / "work"))
+    env.pop("OUT", None)
+    proc = subprocess.run(["bash", str(RUN), str(tmp_path / "evidence")], env=env, capture_output=True,
+                          text=True, timeout=400)
+    return proc, json.loads((tmp_path / "evidence" / "gpu-evidence.json").read_text())
+
+
+def test_dry_run_on_standins_with_mps_v3(tmp_path):
+    proc, record = dry_run(tmp_path, 615)
+    assert proc.returncode == 0, proc.stderr
+    checks = record["checks"]
+    assert checks["client_gets_half_the_sms_despite_override"]["client_sms"] == 54
+    assert checks["v3_namespace_caps_the_client"]["client_sms"] == 27
+    assert checks["stopped_nothing_left"]["passed"]
+    assert record["recordings"]["v3:namespace_list"]["parse_error"] is None
+
+
+def test_dry_run_on_standins_without_mps_v3(tmp_path):
+    proc, record = dry_run(tmp_path, 580)
+    assert proc.returncode == 0, proc.stderr
+    assert "MPS v3 is not supported by this driver" in proc.stderr
+    assert record["mps_v3"]["supported"] is False and "r615" in record["mps_v3"]["note"]
+    assert "v3_namespace_caps_the_client" not in record["checks"]
+    assert record["checks"]["client_gets_half_the_sms_despite_override"]["passed"]
