@@ -59,11 +59,12 @@ attributes:
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to compare.
   idempotent:
     support: full
     description: Never changes anything.
 author:
-  - smshare.kai maintainers
+  - smshare.kai maintainers (@smshare)
 '''
 
 EXAMPLES = r'''
