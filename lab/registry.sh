@@ -95,7 +95,7 @@ up() {
     echo "registry already running at $(cat "$state/address")"
     return 0
   fi
-  running && kill "$(cat "$pidfile")" 2>/dev/null || true
+  if running; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
   make_pki
   make_credentials
   [ -s "$state/server/http-secret" ] || openssl rand -hex 16 >"$state/server/http-secret"
