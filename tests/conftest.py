@@ -7,7 +7,9 @@
 
 Tests marked `lab_nodes` make the session's lab start the node tier too
 (kubelet + containerd: real pods). SMSHARE_LAB_NODES=1 does the same for every
-session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1.
+session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1
+or it was already up when the session began (then it is left as found: several
+sessions on one machine share the lab).
 Tests marked `lab_teardown` run last (they take the lab down themselves).
 """
 import json
@@ -123,11 +125,12 @@ def lab(request):
     needs_nodes = any(item.get_closest_marker("lab_nodes") for item in request.session.items)
     if needs_nodes or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
         args.append("--nodes")
+    was_up = (STATE / "lab.json").is_file() and _labctl("status").returncode == 0
     proc = _labctl(*args)
     if proc.returncode != 0:
         pytest.fail(f"lab/labctl {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}")
     facts = json.loads((STATE / "lab.json").read_text())
     yield Lab.from_facts(facts)
-    if os.environ.get("SMSHARE_LAB_KEEP", "") not in ("1", "true", "yes"):
+    if not was_up and os.environ.get("SMSHARE_LAB_KEEP", "") not in ("1", "true", "yes"):
         down = _labctl("down")
         assert down.returncode == 0, down.stdout

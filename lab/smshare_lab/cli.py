@@ -1,5 +1,7 @@
 """Command line of lab/labctl: up, down, status, env, build."""
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -196,6 +198,19 @@ def cmd_build(args):
     return 0
 
 
+@contextlib.contextmanager
+def _exclusive():
+    """One up/down at a time: several test sessions on one machine share the lab."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "labctl.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("another labctl up/down is running; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="labctl", description="the smshare local lab")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -220,9 +235,13 @@ def main(argv):
         parser.error("--gpu-nodes must be 0 or more")
     if os.geteuid() != 0:
         die("the lab needs root (etcd data, iptables, containerd, podman as root)")
+    handler = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env,
+               "build": cmd_build, "load-image": cmd_load_image}[args.cmd]
     try:
-        return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env,
-                "build": cmd_build, "load-image": cmd_load_image}[args.cmd](args)
+        if args.cmd in ("up", "down", "load-image"):
+            with _exclusive():
+                return handler(args)
+        return handler(args)
     except LabError as exc:
         die(str(exc))
     return 1

@@ -14,6 +14,17 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.lab_teardown]
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
 
 
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: lab-down-probe, namespace: default}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - {{name: pause, image: "{image}", imagePullPolicy: Never}}
+"""
+
+
 def alive(pid):
     try:
         os.kill(int(pid), 0)
@@ -26,12 +37,19 @@ def alive(pid):
 def test_down_leaves_nothing_behind(lab):
     from smshare_lab import node_tier  # the lab's own list of what it creates
 
+    netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    if lab.node_tier:   # a running pod: shims, a network namespace, cgroups, veth on the bridge
+        lab.kubectl("apply", "-f", "-", input_text=POD.format(image=node_tier.PAUSE_IMAGE))
+        lab.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod/lab-down-probe", "--timeout=120s")
+        assert node_tier.leftovers(), "a running pod should leave traces before down"
     pids = [p.read_text().split()[0] for p in (lab.state_dir / "run").glob("*.pid")]
     assert len(pids) >= 4 + (2 if lab.node_tier else 0), pids
     proc = lab.labctl("down")
     assert proc.returncode == 0, describe(proc)
 
     assert not [p for p in pids if alive(p)]
+    netns_after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    assert not {n for n in netns_after - netns_before if n.startswith("cni-")}
     assert node_tier.leftovers() == []
     mounts = Path("/proc/self/mountinfo").read_text()
     assert "/var/lib/smshare-lab" not in mounts and "/run/smshare-lab" not in mounts
