@@ -5,6 +5,9 @@
 #   lab/standin/apt/repo.sh build   build (cached) and print the repository folder
 #   lab/standin/apt/repo.sh start   build, start the server if not running, print the base URL
 #   lab/standin/apt/repo.sh stop    stop the server this script started
+#   lab/standin/apt/repo.sh hold PID     start, and record that process PID uses it
+#   lab/standin/apt/repo.sh release PID  drop PID's hold; stop the server when no
+#                                        live process holds it (test sessions share it)
 #   lab/standin/apt/repo.sh url     print the base URL (http://GATEWAY:PORT)
 #   lab/standin/apt/repo.sh status  exit 0 when the server answers
 #
@@ -57,5 +60,18 @@ case "${1:-}" in
     stop)
         if running; then kill "$(cat "$pidfile")"; fi
         rm -f "$pidfile" ;;
+    hold)
+        [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "usage: $0 hold PID" >&2; exit 2; }
+        mkdir -p "$state/holds" && touch "$state/holds/$2"
+        "${BASH_SOURCE[0]}" start ;;
+    release)
+        [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "usage: $0 release PID" >&2; exit 2; }
+        rm -f "$state/holds/$2"
+        for hold in "$state"/holds/*; do
+            [[ -e "$hold" ]] || continue
+            if kill -0 "$(basename "$hold")" 2>/dev/null; then exit 0; fi
+            rm -f "$hold"
+        done
+        "${BASH_SOURCE[0]}" stop ;;
     *) sed -n '2,16p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

@@ -2,8 +2,9 @@
 """Fixtures for the nvidia_driver Molecule scenarios.
 
 driver_lab: the node image (lab/node-image.sh, cached) and the stand-in NVIDIA
-apt repository served on the podman bridge (lab/standin/apt/repo.sh); the
-server is stopped afterwards unless it was already running.
+apt repository served on the podman bridge (lab/standin/apt/repo.sh), held
+for this session and released afterwards (the server stops when no other
+live session holds it).
 """
 import os
 import subprocess
@@ -23,12 +24,9 @@ def run(argv, **kwargs):
 @pytest.fixture(scope="session")
 def driver_lab():
     image = run([REPO / "lab" / "node-image.sh"])
-    was_running = subprocess.run([str(REPO_SH), "status"], cwd=REPO,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-    url = run([REPO_SH, "start"])
+    url = run([REPO_SH, "hold", os.getpid()])
     yield {"image": image, "url": url}
-    if not was_running:
-        run([REPO_SH, "stop"])
+    run([REPO_SH, "release", os.getpid()])
 
 
 @pytest.fixture()
