@@ -62,20 +62,22 @@ def _systemd_up(name):
 
 
 def up(count):
-    """Start `count` nodes (and remove surplus ones). Returns (names, started); ([], []) if skipped."""
+    """Start `count` nodes (and remove surplus ones). Returns (names, what changed)."""
     if count < 0:
         raise LabError(f"GPU node count must be 0 or more, got {count}")
     wanted = names(count)
     current = existing()
+    removed = []
     for name in sorted(set(current) - set(wanted)):
         say(f"removing surplus GPU node {name}")
         podman("rm", "-f", "-t", "5", name)
+        removed.append(f"removed {name}")
     if count == 0:
         COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
         COUNT_FILE.write_text(json.dumps({"count": 0, "names": []}))
-        return [], []
+        return [], removed
     if not ensure_image():
-        return [], []
+        return [], removed
     started = []
     for name in wanted:
         state = current.get(name)
@@ -98,7 +100,7 @@ def up(count):
             time.sleep(0.5)
     COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
     COUNT_FILE.write_text(json.dumps({"count": count, "names": wanted}))
-    return wanted, started
+    return wanted, removed + started
 
 
 def standin_apt_up():
