@@ -49,12 +49,13 @@ def image_registry(tmp_path_factory):
     state = tmp_path_factory.mktemp("registry")
     script = REPO / "lab" / "registry.sh"
     env = dict(base_env(), SMSHARE_REGISTRY_PORT="0")
-    up = subprocess.run(["bash", str(script), "up", str(state)], env=env, text=True, capture_output=True)
+    up = subprocess.run(["bash", str(script), "up", str(state)], env=env, text=True, capture_output=True,
+                        check=False)
     assert up.returncode == 0, up.stdout + up.stderr
     yield Registry(address=(state / "address").read_text().strip(), ca=str(state / "ca.crt"),
                    cert_dir=str(state), username=(state / "username").read_text().strip(),
                    password=(state / "password").read_text().strip())
-    subprocess.run(["bash", str(script), "down", str(state)], env=env, capture_output=True)
+    subprocess.run(["bash", str(script), "down", str(state)], env=env, capture_output=True, check=False)
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +127,7 @@ class ForkImages:
         argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *args]
         start = time.monotonic()
         proc = subprocess.run(argv, env=base_env(), text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, cwd=REPO)
+                              stderr=subprocess.STDOUT, cwd=REPO, check=False)
         return Outcome(proc.returncode, proc.stdout, time.monotonic() - start)
 
     def records(self):

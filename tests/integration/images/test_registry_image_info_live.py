@@ -65,7 +65,7 @@ def run(tmp_path, *args, **params):
     params.update(out=str(out), ansible_python_interpreter=sys.executable)
     proc = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(play),
                            "-e", json.dumps(params), *args],
-                          env=base_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
+                          env=base_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, check=False)
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -113,7 +113,7 @@ def test_check_mode_reads_the_same(tmp_path, image_registry, pushed):
 
 def test_wrong_password_is_an_auth_failure_and_never_shown(tmp_path, image_registry, pushed):
     wrong = "Not-The-Pw-91b2"
-    proc, _ = run(tmp_path, "-vvv", images=[pushed["oci-index"]], username=image_registry.username,
+    proc, _result = run(tmp_path, "-vvv", images=[pushed["oci-index"]], username=image_registry.username,
                   password=wrong, ca_file=image_registry.ca)
     assert proc.returncode != 0
     assert "authentication failed (HTTP 401)" in proc.stdout and pushed["oci-index"] in proc.stdout
@@ -121,13 +121,13 @@ def test_wrong_password_is_an_auth_failure_and_never_shown(tmp_path, image_regis
 
 
 def test_no_credentials_asks_for_them(tmp_path, image_registry, pushed):
-    proc, _ = run(tmp_path, images=[pushed["oci-index"]], ca_file=image_registry.ca)
+    proc, _result = run(tmp_path, images=[pushed["oci-index"]], ca_file=image_registry.ca)
     assert proc.returncode != 0
     assert "authentication required (HTTP 401)" in proc.stdout
 
 
 def test_untrusted_certificate_is_a_tls_failure(tmp_path, image_registry, pushed):
-    proc, _ = run(tmp_path, images=[pushed["oci-index"]], username=image_registry.username,
+    proc, _result = run(tmp_path, images=[pushed["oci-index"]], username=image_registry.username,
                   password=image_registry.password)
     assert proc.returncode != 0
     assert "TLS verification failed" in proc.stdout and "give ca_file" in proc.stdout

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Stand-in (lab only): appends one JSON line per make invocation to the file
 # named by STANDIN_MAKE_RECORD, so tests assert the exact variables passed.
 #   standin-record.py FORK "GOALS" VAR=VALUE...   (command-line variables only)
