@@ -2,14 +2,16 @@
 # The lab's STAND-IN NVIDIA CUDA apt repository: build it, serve it to podman
 # containers over http on the podman bridge gateway, stop it.
 #
-#   lab/standin/apt/repo.sh build   build (cached) and print the repository folder
-#   lab/standin/apt/repo.sh start   build, start the server if not running, print the base URL
-#   lab/standin/apt/repo.sh stop    stop the server this script started
-#   lab/standin/apt/repo.sh hold PID     start, and record that process PID uses it
-#   lab/standin/apt/repo.sh release PID  drop PID's hold; stop the server when no
-#                                        live process holds it (test sessions share it)
-#   lab/standin/apt/repo.sh url     print the base URL (http://GATEWAY:PORT)
-#   lab/standin/apt/repo.sh status  exit 0 when the server answers
+#   lab/standin/apt/repo.sh build        build (cached), print the repository folder
+#   lab/standin/apt/repo.sh start        serve it until `stop` (the lab); print the base URL
+#   lab/standin/apt/repo.sh stop         end `start`'s hold; the server stops unless a
+#                                        live process still holds it
+#   lab/standin/apt/repo.sh hold PID     serve it while process PID lives (test sessions);
+#                                        print the base URL
+#   lab/standin/apt/repo.sh release PID  end PID's hold; the server stops when nothing holds it
+#   lab/standin/apt/repo.sh ensure       serve it without a hold (a Molecule prepare run by hand)
+#   lab/standin/apt/repo.sh url          print the base URL (http://GATEWAY:PORT)
+#   lab/standin/apt/repo.sh status       exit 0 when the server answers
 #
 # Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
 # debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
@@ -43,35 +45,42 @@ answers() {
     python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$(url)/debian12/x86_64/Release" 2>/dev/null
 }
 
+# Stop the server when neither `start` nor a live process holds it.
+stop_if_unheld() {
+    local hold
+    [[ -e "$state/holds/started" ]] && return 0
+    for hold in "$state"/holds/[0-9]*; do
+        [[ -e "$hold" ]] || continue
+        if kill -0 "$(basename "$hold")" 2>/dev/null; then return 0; fi
+        rm -f "$hold"
+    done
+    if running; then kill "$(cat "$pidfile")"; fi
+    rm -f "$pidfile"
+}
+
+serve() {
+    local repo
+    repo=$(build)
+    if ! running; then
+        setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
+            >>"$state/server.log" 2>&1 < /dev/null &
+        echo $! > "$pidfile"
+        for _ in $(seq 50); do answers && break; sleep 0.1; done
+        answers || { echo "repository server did not answer; see $state/server.log" >&2; exit 1; }
+    fi
+    url
+}
+
+pid_arg() { [[ "${1:-}" =~ ^[0-9]+$ ]] || { echo "usage: repo.sh hold|release PID" >&2; exit 2; }; }
+
 case "${1:-}" in
     build) build ;;
     url) url ;;
     status) running && answers ;;
-    start)
-        repo=$(build)
-        if ! running; then
-            setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
-                >>"$state/server.log" 2>&1 < /dev/null &
-            echo $! > "$pidfile"
-            for _ in $(seq 50); do answers && break; sleep 0.1; done
-            answers || { echo "repository server did not answer; see $state/server.log" >&2; exit 1; }
-        fi
-        url ;;
-    stop)
-        if running; then kill "$(cat "$pidfile")"; fi
-        rm -f "$pidfile" ;;
-    hold)
-        [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "usage: $0 hold PID" >&2; exit 2; }
-        mkdir -p "$state/holds" && touch "$state/holds/$2"
-        "${BASH_SOURCE[0]}" start ;;
-    release)
-        [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "usage: $0 release PID" >&2; exit 2; }
-        rm -f "$state/holds/$2"
-        for hold in "$state"/holds/*; do
-            [[ -e "$hold" ]] || continue
-            if kill -0 "$(basename "$hold")" 2>/dev/null; then exit 0; fi
-            rm -f "$hold"
-        done
-        "${BASH_SOURCE[0]}" stop ;;
-    *) sed -n '2,16p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    ensure) serve ;;
+    start) mkdir -p "$state/holds" && touch "$state/holds/started" && serve ;;
+    stop) rm -f "$state/holds/started"; stop_if_unheld ;;
+    hold) pid_arg "${2:-}"; mkdir -p "$state/holds" && touch "$state/holds/$2" && serve ;;
+    release) pid_arg "${2:-}"; rm -f "$state/holds/$2"; stop_if_unheld ;;
+    *) sed -n '2,22p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac
