@@ -114,7 +114,7 @@ def test_check_mode_reads_the_same(tmp_path, image_registry, pushed):
 def test_wrong_password_is_an_auth_failure_and_never_shown(tmp_path, image_registry, pushed):
     wrong = "Not-The-Pw-91b2"
     proc, _result = run(tmp_path, "-vvv", images=[pushed["oci-index"]], username=image_registry.username,
-                  password=wrong, ca_file=image_registry.ca)
+                        password=wrong, ca_file=image_registry.ca)
     assert proc.returncode != 0
     assert "authentication failed (HTTP 401)" in proc.stdout and pushed["oci-index"] in proc.stdout
     assert wrong not in proc.stdout
@@ -128,7 +128,7 @@ def test_no_credentials_asks_for_them(tmp_path, image_registry, pushed):
 
 def test_untrusted_certificate_is_a_tls_failure(tmp_path, image_registry, pushed):
     proc, _result = run(tmp_path, images=[pushed["oci-index"]], username=image_registry.username,
-                  password=image_registry.password)
+                        password=image_registry.password)
     assert proc.returncode != 0
     assert "TLS verification failed" in proc.stdout and "give ca_file" in proc.stdout
     assert image_registry.password not in proc.stdout
