@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
 """argv recorder for the helm shim's contract tests (kubernetes.core's binary_path points here).
 
-Every call is parsed by the shim's own parser and run by the shim in-process;
+Every call runs lab/bin/helm (the real shim, as its own process);
 one JSON line per call goes to $SMSHARE_HELM_RECORDER_LOG: argv, the helm
 environment, rc, stdout, stderr. With $SMSHARE_HELM_RECORDER_CANNED (a JSON
 file {"list": "...", "get values": "..."}) the named subcommands answer with
-that text instead of reaching a cluster, once the shim has accepted the argv.
+that text instead of reaching a cluster, once the shim's parser and environment
+check have accepted the argv.
 """
-import io
 import json
 import os
+import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__)))))
+SHIM = os.path.join(REPO, "lab", "bin", "helm")
 sys.path.insert(0, os.path.join(REPO, "lab"))
 
-from helm_shim import cli  # noqa: E402  pylint: disable=wrong-import-position
 from helm_shim.argv import Refusal, UsageError, parse  # noqa: E402  pylint: disable=wrong-import-position
 from helm_shim.commands import check_environment  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -37,13 +38,12 @@ def canned_answer(argv):
 
 def main():
     argv = sys.argv[1:]
-    out, err = io.StringIO(), io.StringIO()
     answer = canned_answer(argv)
     if answer is None:
-        rc = cli.main(argv, stdout=out, stderr=err)
+        shim = subprocess.run([SHIM, *argv], capture_output=True, text=True, check=False)
+        rc, out, err = shim.returncode, shim.stdout, shim.stderr
     else:
-        rc = 0
-        out.write(answer)
+        rc, out, err = 0, answer, ""
     entry = {
         "tag": os.environ.get("SMSHARE_HELM_RECORDER_TAG", ""),
         "argv": argv,
@@ -51,13 +51,13 @@ def main():
                 if k.startswith("HELM_") or k == "KUBECONFIG"},
         "canned": answer is not None,
         "rc": rc,
-        "stdout": out.getvalue(),
-        "stderr": err.getvalue(),
+        "stdout": out,
+        "stderr": err,
     }
     with open(os.environ["SMSHARE_HELM_RECORDER_LOG"], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
-    sys.stdout.write(out.getvalue())
-    sys.stderr.write(err.getvalue())
+    sys.stdout.write(out)
+    sys.stderr.write(err)
     return rc
 
 
