@@ -42,7 +42,9 @@ trap 'rm -rf "$work"' EXIT
 echo "building $image (recipe $recipe_hash) from $mirror" >&2
 # The customize hooks: an empty machine-id (systemd makes one per container),
 # no units that fail or wait without hardware, and apt that does not pull in
-# recommends (keeps converges quick and predictable).
+# recommends (keeps converges quick and predictable). "$1" is mmdebstrap's
+# root folder, expanded by the hook's shell, not here.
+# shellcheck disable=SC2016
 mmdebstrap --variant=apt --include="$packages" \
     --customize-hook='truncate -s 0 "$1/etc/machine-id"' \
     --customize-hook='rm -f "$1/var/lib/dbus/machine-id"' \

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Apache-2.0
 """Build the STAND-IN NVIDIA CUDA apt repository for the lab.
 
@@ -18,6 +17,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +48,13 @@ def tool(name):
         if os.path.isfile(path):
             return path
     raise SystemExit("missing stand-in tool %s" % name)
+
+
+def tool_text(name):
+    """The tool's text with a python3 shebang (nodes have no `python`)."""
+    with open(tool(name), encoding="utf-8") as handle:
+        text = handle.read()
+    return re.sub(r"\A#!.*python.*\n", "#!/usr/bin/python3\n", text)
 
 
 def write(path, text, mode=0o644):
@@ -139,7 +146,7 @@ ExecStart=/bin/sh -c 'mkdir -p /run/nvidia-standin && cp /usr/share/nvidia-stand
 WantedBy=multi-user.target
 """
 
-FABRICMANAGER = r'''#!/usr/bin/env python3
+FABRICMANAGER = r'''#!/usr/bin/python3
 # Apache-2.0
 # STAND-IN nv-fabricmanager: refuses to run without NVSwitches or with a loaded
 # driver of another version (as the real one does), else stays in the
@@ -203,7 +210,9 @@ DEFAULT_GPUS = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB",
 def branch_packages(pool, branch):
     driver, cuda = BRANCHES[branch]
     version = driver + REVISION
-    exact = lambda name: "%s (= %s)" % (name, version)  # noqa: E731
+
+    def exact(name):
+        return "%s (= %s)" % (name, version)
     info = json.dumps({"version": driver, "branch": branch, "cuda_version": cuda, "open": True})
     debs = [
         build_deb(pool, "nvidia-driver-pinning-%d" % branch, version, "all",
@@ -214,12 +223,12 @@ def branch_packages(pool, branch):
                   {"/usr/share/nvidia-standin/driver.json": (info + "\n", 0o644)},
                   "NVIDIA libcompute package", virtual="libnvidia-compute"),
         build_deb(pool, "nvidia-utils-%d" % branch, version, "amd64",
-                  {"/usr/bin/nvidia-smi": (open(tool("nvidia-smi"), encoding="utf-8").read(), 0o755)},
+                  {"/usr/bin/nvidia-smi": (tool_text("nvidia-smi"), 0o755)},
                   "NVIDIA driver support binaries", depends=[exact("libnvidia-compute-%d" % branch)],
                   virtual="nvidia-utils"),
         build_deb(pool, "nvidia-compute-utils-%d" % branch, version, "amd64",
                   {"/usr/bin/nvidia-cuda-mps-control":
-                   (open(tool("nvidia-cuda-mps-control"), encoding="utf-8").read(), 0o755)},
+                   (tool_text("nvidia-cuda-mps-control"), 0o755)},
                   "NVIDIA compute utilities", depends=[exact("libnvidia-compute-%d" % branch)],
                   virtual="nvidia-compute-utils"),
         build_deb(pool, "nvidia-dkms-%d-open" % branch, version, "amd64",

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Apache-2.0
 """Serve the stand-in CUDA repository over http, like NVIDIA's repository.
 
