@@ -26,7 +26,8 @@ stage_integration() {
 stage_release() {
   local tmp; tmp=$(mktemp -d)
   ansible-galaxy collection build --force --output-path "$tmp/dist" . &&
-  ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tmp"/dist/smshare-kai-*.tar.gz &&
+  ANSIBLE_COLLECTIONS_PATH="$tmp/collections" \
+    ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tmp"/dist/smshare-kai-*.tar.gz &&
   bash scripts/release_smoke.sh "$tmp"
   local rc=$?
   rm -rf "$tmp"

@@ -489,8 +489,8 @@ def cmd_uninstall(parsed, environ, out):
                "disable_hooks": parsed.get("no_hooks"),
                "ignore_not_found": parsed.get("ignore_not_found")}
     if parsed.get("wait") is not None:
-        options["wait"] = {"true": "watcher", "false": None}.get(parsed.get("wait"),
-                                                                parsed.get("wait"))
+        wait = parsed.get("wait")
+        options["wait"] = {"true": "watcher", "false": None}.get(wait, wait)
     if parsed.get("timeout") is not None:
         options["timeout_seconds"] = seconds(parsed.get("timeout"))
     options = {k: v for k, v in options.items() if v}

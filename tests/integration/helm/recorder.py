@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """argv recorder for the helm shim's contract tests (kubernetes.core's binary_path points here).
 
 Every call runs lab/bin/helm (the real shim, as its own process);

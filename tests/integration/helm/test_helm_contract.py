@@ -79,7 +79,7 @@ def contract(tmp_path_factory):
 
 
 def test_every_call_kubernetes_core_made_was_accepted(contract):
-    entries, _, _ = contract
+    entries = contract[0]
     expected_failures = ("repo_update", "post_renderer")
     wanted = [e for e in entries if e["tag"] not in expected_failures]
     assert wanted, "the recorder saw no helm call at all"
@@ -90,7 +90,7 @@ def test_every_call_kubernetes_core_made_was_accepted(contract):
 
 
 def test_version_and_plugin_list_are_parsed(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     versions = argv_of(entries, "version")
     assert versions and all(e["stdout"].startswith('version.BuildInfo{Version:"v4.') for e in versions)
     plugins = argv_of(by_tag(entries, "upgrade"), "plugin", "list")
@@ -159,7 +159,7 @@ def test_upgrade_argv_and_diff_check(contract):
 
 
 def test_same_values_do_not_redeploy(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     assert results["unchanged"]["changed"] is False
     unchanged = by_tag(entries, "unchanged")
     assert argv_of(unchanged, "diff", "upgrade"), "the diff decides, as with helm-diff"
@@ -167,7 +167,7 @@ def test_same_values_do_not_redeploy(contract):
 
 
 def test_check_mode_runs_only_reads(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     check = by_tag(entries, "check")
     assert results["check"]["changed"] is True
     assert "upgrade -i" in results["check"]["command"]
@@ -189,7 +189,7 @@ def test_replace_runs_dependency_update_then_install(contract):
 
 
 def test_uninstall_argv(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     uninstall = by_tag(entries, "uninstall")
     assert argv_of(uninstall, "list")[0]["argv"][-1] == "--all"
     calls = argv_of(uninstall, "uninstall")
@@ -205,8 +205,8 @@ def test_helm_info_reads_every_part(contract):
     assert lists[0]["argv"] == ["list", "--output=yaml", "--all", "--deployed", "--failed",
                                 "--pending", "--superseded", "--uninstalled", "--uninstalling",
                                 "--filter", "demo"]
-    assert argv_of(info, "get", "values")[0]["argv"] == ["get", "values", "--output=yaml",
-                                                          "demo", "-a"]
+    values = argv_of(info, "get", "values")[0]["argv"]
+    assert values == ["get", "values", "--output=yaml", "demo", "-a"]
     for part in ("manifest", "notes", "hooks"):
         assert argv_of(info, "get", part)[0]["argv"] == ["get", part, "demo"]
     assert all(e["env"]["HELM_KUBECONTEXT"] == "lab-context" for e in info
@@ -221,7 +221,7 @@ def test_helm_info_reads_every_part(contract):
 
 
 def test_repo_update_fails_like_helm_without_repositories(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     calls = argv_of(by_tag(entries, "repo_update"), "repo", "update")
     assert calls[0]["rc"] == 1
     assert "no repositories found" in calls[0]["stderr"]
@@ -229,7 +229,7 @@ def test_repo_update_fails_like_helm_without_repositories(contract):
 
 
 def test_post_renderer_is_refused_loudly(contract):
-    entries, results, _ = contract
+    entries, results, _extra = contract
     calls = argv_of(by_tag(entries, "post_renderer"), "upgrade")
     assert calls[0]["rc"] == 2
     assert '"--post-renderer"' in calls[0]["stderr"]

@@ -29,10 +29,10 @@ def test_version_matches_kubernetes_core_pattern():
 
 
 def test_plugin_list_names_the_built_in_diff():
-    rc, out, _ = run(["plugin", "list"])
+    rc, out, _err = run(["plugin", "list"])
     lines = out.splitlines()
     assert rc == 0 and lines[0] == "NAME\tVERSION\tDESCRIPTION"
-    name, version, _ = lines[1].split("\t")  # kubernetes.core splits on tabs, three fields
+    name, version, _description = lines[1].split("\t")  # kubernetes.core splits on tabs, three fields
     assert name == "diff" and tuple(map(int, version.split("."))) >= (3, 9, 12)
 
 
@@ -55,7 +55,8 @@ metadata:
 
 
 def test_diff_lists_changed_added_and_removed_objects():
-    after = BEFORE.replace('k: "1"', 'k: "2"').split("---\n# Source: c/templates/b.yaml")[0] \
+    after = BEFORE.replace('k: "1"', 'k: "2"').split("---\n# Source: c/templates/b.yaml",
+                                                     maxsplit=1)[0] \
         + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n"
     text = commands.diff_objects(commands.manifest_objects(BEFORE, "ns"),
                                  commands.manifest_objects(after, "ns"))
@@ -73,7 +74,7 @@ def test_diff_lists_changed_added_and_removed_objects():
 
 
 def test_show_chart_prints_chart_yaml():
-    rc, out, _ = run(["--version=0.1.0", "show", "chart", str(DEMO_CHART)])
+    rc, out, _err = run(["--version=0.1.0", "show", "chart", str(DEMO_CHART)])
     assert rc == 0
     shown = yaml.safe_load(out)
     assert (shown["name"], shown["version"], shown["appVersion"]) == \
@@ -92,18 +93,18 @@ def test_refusal_exits_2_and_names_the_flag():
 
 
 def test_usage_error_exits_1_like_helm():
-    rc, _, err = run(["upgrade", "--timeout", "300", "a", "b"])
+    rc, _out, err = run(["upgrade", "--timeout", "300", "a", "b"])
     assert rc == 1
     assert err == ('Error: invalid argument "300" for "--timeout" flag: '
                    'time: missing unit in duration "300"\n')
 
 
 def test_repo_update_without_repositories(tmp_path):
-    rc, _, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(tmp_path / "none")})
+    rc, _out, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(tmp_path / "none")})
     assert (rc, err) == (1, "Error: no repositories found. You must add one before updating\n")
     listed = tmp_path / "repositories.yaml"
     listed.write_text("repositories:\n- name: x\n  url: https://x\n")
-    rc, _, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(listed)})
+    rc, _out, err = run(["repo", "update"], {"HELM_REPOSITORY_CONFIG": str(listed)})
     assert rc == 2 and "cannot update repository caches" in err
 
 
@@ -112,7 +113,7 @@ def test_repo_update_without_repositories(tmp_path):
     ({"HELM_DRIVER": "sql"}, 'unsupported HELM_DRIVER "sql"'),
 ])
 def test_unsupported_environment_is_refused(environ, message):
-    rc, _, err = run(["version"], environ)
+    rc, _out, err = run(["version"], environ)
     assert rc == 2 and message in err
 
 
@@ -186,7 +187,7 @@ class _Values:
 ])
 def test_get_values_formats(monkeypatch, stored, argv, expected):
     monkeypatch.setattr(commands, "open_config", lambda parsed, environ: _Values(stored))
-    rc, out, _ = run(["get", "values", "rel", *argv])
+    rc, out, _err = run(["get", "values", "rel", *argv])
     assert (rc, out) == (0, expected)
 
 
@@ -227,9 +228,9 @@ def test_deploy_options_map_flags_to_sdk_keys():
         commands._deploy_options(parse(["install", "r", "c", "--wait=forever"]), "install")  # pylint: disable=protected-access
 
 
-def test_launcher_reexecs_with_the_venv(tmp_path):
+def test_launcher_finds_the_venv_without_it_on_path():
     import subprocess  # pylint: disable=import-outside-toplevel
-    result = subprocess.run(["/usr/bin/python3", str(REPO / "lab" / "bin" / "helm"), "version"],
+    result = subprocess.run([str(REPO / "lab" / "bin" / "helm"), "version"],
                             capture_output=True, text=True, check=False,
                             env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
@@ -245,6 +246,6 @@ def test_dependency_update_then_build(tmp_path):
     archive = umbrella / "charts" / "smshare-demo-0.1.0.tgz"
     assert archive.is_file() and (umbrella / "Chart.lock").is_file()
     archive.unlink()
-    rc, _, err = run(["dependency", "build", str(umbrella)])
+    rc, _out, err = run(["dependency", "build", str(umbrella)])
     assert rc == 0, err
     assert archive.is_file(), "dependency build restores charts/ from Chart.lock"
