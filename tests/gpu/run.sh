@@ -18,7 +18,7 @@
 # Exit:  0 all checks held; 1 a check failed; 3 no GPU/driver; 4 no
 #        nvidia-cuda-mps-control; 5 no PyTorch with CUDA; 6 no ansible-core.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 repo=$PWD
 evidence_dir=${1:-${OUT:-$repo/tests/output/gpu}}
 wheels=${SMSHARE_GPU_WHEELS:-$repo/tests/output/gpu-wheels}
@@ -62,8 +62,9 @@ collections=$(mktemp -d /tmp/smshare-gpu-collections.XXXXXX)
 mkdir -p "$collections/ansible_collections/smshare"
 ln -s "$repo" "$collections/ansible_collections/smshare/kai"
 printf '[defaults]\ncollections_path = %s\n' "$collections" >"$collections/ansible.cfg"
+interpreter=$(command -v "$python")
 export ANSIBLE_COLLECTIONS_PATH=$collections ANSIBLE_CONFIG=$collections/ansible.cfg ANSIBLE_NOCOLOR=1 \
-       ANSIBLE_PYTHON_INTERPRETER=$(command -v "$python") ANSIBLE_LOCALHOST_WARNING=false \
+       ANSIBLE_PYTHON_INTERPRETER=$interpreter ANSIBLE_LOCALHOST_WARNING=false \
        ANSIBLE_INVENTORY_UNPARSED_WARNING=false PYTHONUNBUFFERED=1
 
 "$python" "$repo/tests/gpu/gpu_check.py" --repo "$repo" --evidence "$evidence_dir/gpu-evidence.json"

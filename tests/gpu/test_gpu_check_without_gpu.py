@@ -34,7 +34,7 @@ def run(tmp_path, tools, loaded=True):
            "SMSHARE_GPU_PYTHON": sys.executable, "HOME": str(tmp_path)}
     evidence = tmp_path / "evidence"
     proc = subprocess.run(["bash", str(RUN), str(evidence)], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
     record = json.loads((evidence / "gpu-evidence.json").read_text())
     return proc, record
 
@@ -87,7 +87,7 @@ def dry_run(tmp_path, branch):
                SMSHARE_GPU_WORK=str(tmp_path / "work"))
     env.pop("OUT", None)
     proc = subprocess.run(["bash", str(RUN), str(tmp_path / "evidence")], env=env, capture_output=True,
-                          text=True, timeout=400)
+                          text=True, timeout=400, check=False)
     return proc, json.loads((tmp_path / "evidence" / "gpu-evidence.json").read_text())
 
 

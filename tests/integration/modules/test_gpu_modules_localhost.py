@@ -56,7 +56,8 @@ def playbook(standin, name, extra_vars, check=False):
             "-e", json.dumps(dict(extra_vars, ansible_python_interpreter="{{ ansible_playbook_python }}"))]
     if check:
         argv.append("--check")
-    proc = subprocess.run(argv, env=standin["env"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, env=standin["env"], capture_output=True, text=True, timeout=300,
+                          check=False)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
@@ -120,8 +121,8 @@ def test_unknown_server_on_running_daemon_changes_nothing(standin):
     config = standin["mps_root"] / "mps.toml"
     config.write_text('schema_version = "1.0"\n[servers.shared]\nuid = 0\n')
     base = {"mps_root": str(standin["mps_root"])}
-    rc, _ = playbook(standin, "mps_converge.yml", dict(base, mps_input={"config_file": str(config)}))
-    assert rc == 0
+    rc, results = playbook(standin, "mps_converge.yml", dict(base, mps_input={"config_file": str(config)}))
+    assert rc == 0, results
     before = (standin["mps_root"] / "log" / "control.log").read_text()
     rc, results = playbook(standin, "mps_converge.yml", dict(base, mps_input={
         "config_file": str(config), "default_active_thread_percentage": 30,
@@ -148,7 +149,8 @@ def test_permission_denied_on_pipe_directory(standin):
     pipe.chmod(0o700)
     os.chmod(standin["tmp"], 0o755)
     proc = subprocess.run([str(STANDIN_BIN / "nvidia-cuda-mps-control")], input="get_server_list\n",
-                          env=env, capture_output=True, text=True, user=65534, timeout=30)
+                          env=env, capture_output=True, text=True, user=65534, timeout=30,
+                          check=False)
     assert proc.returncode == 1
     assert "Cannot find MPS control daemon process" in proc.stdout
     assert "Permission denied" in proc.stderr
@@ -159,8 +161,8 @@ def test_permission_denied_on_pipe_directory(standin):
 def test_gpu_info_reads_the_standin(standin):
     rc, results = playbook(standin, "gpu_info.yml", {"gpu_expect_gpus": 2, "gpu_expect_sms": 108})
     assert rc == 0 and not [r for r in results if r.get("failed")], results
-    rc, results = playbook(standin, "gpu_info.yml", {"gpu_expect_gpus": 2, "gpu_expect_sms": 108,
-                                                      "gpu_nvswitches": 6}, check=True)
+    wanted = {"gpu_expect_gpus": 2, "gpu_expect_sms": 108, "gpu_nvswitches": 6}
+    rc, results = playbook(standin, "gpu_info.yml", wanted, check=True)
     assert rc == 0, results
 
 

@@ -21,7 +21,8 @@ def _device_sms():
 
 def _mps(pipe, args=(), line=None):
     proc = subprocess.run(["nvidia-cuda-mps-control"] + list(args), input=line, text=True,
-                          capture_output=True, env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe))
+                          capture_output=True, env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe),
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError("MPS: %s%s" % (proc.stdout, proc.stderr))
     return proc.stdout
