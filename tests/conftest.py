@@ -8,8 +8,8 @@
 Tests marked `lab_nodes` make the session's lab start the node tier too
 (kubelet + containerd: real pods). SMSHARE_LAB_NODES=1 does the same for every
 session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1
-or it was already up when the session began (then it is left as found: several
-sessions on one machine share the lab).
+or it was already up when the session began, or another live session still uses
+it (leases in .lab/sessions/: several sessions on one machine share the lab).
 Tests marked `lab_teardown` run last (they take the lab down themselves).
 """
 import json
@@ -110,6 +110,23 @@ class Lab:
         self.labctl("load-image", ref, check=True)
 
 
+SESSIONS = STATE / "sessions"
+
+
+def other_sessions():
+    """PIDs of other live pytest sessions using the lab (several engineers, one machine)."""
+    found = []
+    for lease in SESSIONS.glob("*") if SESSIONS.is_dir() else []:
+        pid = int(lease.name) if lease.name.isdigit() else 0
+        if pid == os.getpid():
+            continue
+        if pid and Path(f"/proc/{pid}").exists():
+            found.append(pid)
+        else:
+            lease.unlink(missing_ok=True)
+    return found
+
+
 def _labctl(*args):
     proc = subprocess.run([sys.executable, str(LABCTL), *args], text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, check=False)
@@ -129,8 +146,13 @@ def lab(request):
     proc = _labctl(*args)
     if proc.returncode != 0:
         pytest.fail(f"lab/labctl {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}")
+    SESSIONS.mkdir(parents=True, exist_ok=True)
+    lease = SESSIONS / str(os.getpid())
+    lease.touch()
     facts = json.loads((STATE / "lab.json").read_text())
     yield Lab.from_facts(facts)
-    if not was_up and os.environ.get("SMSHARE_LAB_KEEP", "") not in ("1", "true", "yes"):
+    lease.unlink(missing_ok=True)
+    keep = os.environ.get("SMSHARE_LAB_KEEP", "") in ("1", "true", "yes")
+    if not was_up and not keep and not other_sessions():
         down = _labctl("down")
         assert down.returncode == 0, down.stdout

@@ -34,8 +34,19 @@ def alive(pid):
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def other_sessions(lab):
+    """Live pytest sessions other than ours holding a lease on the lab (see tests/conftest.py)."""
+    leases = (lab.state_dir / "sessions").glob("*")
+    return [int(p.name) for p in leases
+            if p.name.isdigit() and int(p.name) != os.getpid() and Path(f"/proc/{p.name}").exists()]
+
+
 def test_down_leaves_nothing_behind(lab):
     from smshare_lab import node_tier  # the lab's own list of what it creates
+
+    if other_sessions(lab):
+        pytest.skip(f"other pytest sessions use the lab right now (pids {other_sessions(lab)}); "
+                    "rerun when they are done")
 
     netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
     if lab.node_tier:   # a running pod: shims, a network namespace, cgroups, veth on the bridge
