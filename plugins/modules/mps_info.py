@@ -141,6 +141,11 @@ state:
       shared:
         - {namespace: default, active_thread_percentage: 10, pinned_memory_limit_mib: null, client_priority: 0}
     clients: []
+commands:
+  description: The commands sent to read the state, each with its argv (C(cmd)), stdin, rc, stdout and stderr.
+  returned: success
+  type: list
+  elements: dict
 failure:
   description: Name of the failure (missing, not_running, permission_denied, unknown_server, unparsable, failed).
   returned: failure

@@ -131,3 +131,13 @@ enabled = true
     assert spaces["default"]["active_thread_percentage"] == 10.0
     assert spaces["pod-a"]["active_thread_percentage"] == 80.0
     assert servers["training"]["namespaces"] == {"default": {"active_thread_percentage": 100.0}}
+
+
+@pytest.mark.parametrize("out, v3", [
+    ("Usage ...\n  -p, --protocol <2|3>    Protocol 2 (legacy, default) or 3.\n", True),
+    ("CUDA MPS Control for Linux/Unix.\nUsage: nvidia-cuda-mps-control [-d | -f]\n", False),
+    ("", False),
+    ("Cannot find MPS control daemon process\n", False),
+])
+def test_help_tells_whether_v3_exists(out, v3):
+    assert mps.parse_help(out) is v3
