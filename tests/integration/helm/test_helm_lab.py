@@ -144,6 +144,20 @@ def test_cli_install_status_list_values_dry_run(clean_lab, tmp_path):
     assert yaml.safe_load(shim(kube, "list", "-o", "yaml", check=True).stdout) == []
 
 
+def test_rejected_install_fails_and_is_listed_failed(clean_lab, tmp_path):
+    chart = str(copy_charts(tmp_path) / "smshare-demo")
+    bad = shim(clean_lab, "install", "cli", chart, "--create-namespace",
+               "--set", "gadget.size=huge")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("Error: ") and 'Unsupported value: "huge"' in bad.stderr
+    listed = yaml.safe_load(shim(clean_lab, "list", "-o", "yaml", check=True).stdout)
+    assert [(r["name"], r["status"]) for r in listed] == [("cli", "failed")], \
+        "helm lists failed releases by default"
+    assert yaml.safe_load(shim(clean_lab, "list", "-o", "yaml", "--deployed",
+                               check=True).stdout) == []
+    shim(clean_lab, "uninstall", "cli", check=True)
+
+
 def test_unsupported_flag_changes_nothing(clean_lab, tmp_path):
     chart = str(copy_charts(tmp_path) / "smshare-demo")
     refused = shim(clean_lab, "install", "cli", chart, "--generate-name")
