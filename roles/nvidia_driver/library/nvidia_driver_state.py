@@ -55,7 +55,9 @@ options:
     type: bool
     default: true
   preferences_dir:
-    description: The apt preferences folder.
+    description:
+      - The apt preferences folder; the single preferences file next to it
+        (C(/etc/apt/preferences)) is read too.
     type: path
     default: /etc/apt/preferences.d
 attributes:
@@ -211,7 +213,9 @@ def negative_pins(module, files):
 
 
 def preference_files(folder):
-    files = ["/etc/apt/preferences"] if os.path.isfile("/etc/apt/preferences") else []
+    # The single file sits next to the folder (/etc/apt/preferences).
+    single = os.path.join(os.path.dirname(folder.rstrip("/")), "preferences")
+    files = [single] if os.path.isfile(single) else []
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -299,7 +303,8 @@ def fabricmanager_state(module):
            "--property=UnitFileState", "--property=ActiveState"]
     rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"})
     if rc != 0:
-        module.fail_json(msg="systemctl show failed", cmd=cmd, rc=rc, stdout=out, stderr=err)
+        # No running systemd (a chroot, a container without init): unknown.
+        return {"enabled": "", "active": "", "error": err.strip()}
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return {"enabled": props.get("UnitFileState", ""), "active": props.get("ActiveState", "")}
 
