@@ -85,6 +85,7 @@ def test_kubernetes_core_lifecycle(clean_lab, tmp_path):
     run_playbook(PLAYBOOKS / "lab.yml", {
         "helm_test_workdir": str(tmp_path),
         "helm_lab_binary": str(RECORDER),
+        "helm_lab_bin_dir": str(SHIM.parent),
         "helm_lab_kubeconfig": clean_lab,
         "helm_lab_chart": str(charts / "smshare-demo"),
     }, env={"SMSHARE_HELM_RECORDER_LOG": str(log)})
