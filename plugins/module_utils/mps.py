@@ -384,9 +384,10 @@ class MpsControl:
                        "are clients still attached?" % (pid, timeout), kind="stop_failed")
 
     # -- reading state
-    def read_state(self, devices=(), servers=None, clients=True):
+    def read_state(self, devices=(), servers=None, clients=True, named_servers=True):
         """Everything mps_info reports. `servers`: names whose namespaces to list
-        (None: all named servers under v3)."""
+        (None: all named servers under v3); named_servers=False skips the v3
+        server and namespace verbs."""
         daemon = self.daemon()
         state = {
             "pipe_directory": self.pipe_directory,
@@ -410,14 +411,14 @@ class MpsControl:
         for device in devices:
             state["default_pinned_mem_limits"][str(device)] = self.call(
                 "get_default_device_pinned_mem_limit", device=device)
-        if daemon["protocol"] == 3:
+        if daemon["protocol"] == 3 and named_servers:
             state["servers"] = self.call("server_list")
             names = [s["name"] for s in state["servers"]] if servers is None else servers
             for name in names:
                 state["namespaces"][name] = self.call("namespace_list", server=name)
             if clients:
                 state["clients"] = self.call("client_list")
-        elif clients:
+        elif clients and daemon["protocol"] != 3:
             for pid in state["server_pids"]:
                 state["clients"] += [{"pid": c, "server_pid": pid}
                                      for c in self.call("get_client_list", pid=pid)]

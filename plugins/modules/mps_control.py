@@ -350,7 +350,8 @@ class Converger:
                       "newer. Upgrade the driver, or use protocol: 2 without namespaces.",
                       failure="no_v3")
         devices = sorted(limits, key=int)
-        before = mps.read_state(devices=devices, clients=False)
+        v3_details = bool(params["namespaces"])
+        before = mps.read_state(devices=devices, clients=False, named_servers=v3_details)
         diff = {"before": {"daemon": copy.deepcopy(before), "directories": self.directory_facts()},
                 "after": {}}
         after = copy.deepcopy(before)
@@ -481,7 +482,7 @@ class Converger:
         else:
             after = mps.read_state(devices=devices,
                                    servers=sorted(set(ns["server"] for ns in params["namespaces"] or [])),
-                                   clients=False)
+                                   clients=False, named_servers=v3_details)
         diff["after"] = {"daemon": after, "directories": self.directory_facts()}
         self.finish(changed, before, after, diff)
 
