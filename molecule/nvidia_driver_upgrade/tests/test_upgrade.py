@@ -22,6 +22,12 @@ def test_driver_and_fabricmanager_615(host):
     assert not host.package("nvidia-driver-580-open").is_installed
 
 
+def test_keyring_from_the_controllers_deb(host):
+    assert host.package("cuda-keyring").is_installed
+    assert host.file("/var/cache/apt/archives/cuda-keyring_1.1-1_all.deb").exists
+    assert host.file("/etc/apt/sources.list.d/cuda-debian12-x86_64.list").exists
+
+
 def test_615_loaded_after_reboot(host):
     out = host.check_output("nvidia-smi")
     assert "Driver Version: 615.71.09" in out

@@ -53,7 +53,8 @@ def test_fresh_host(molecule_env):
 
 def test_other_pin_negative_pin_and_reboot(molecule_env):
     """580 host behind a negative NVIDIA pin: refused naming file and line;
-    fixed and upgraded to 615 with a reboot reported as needed; after the
+    fixed (cuda-keyring from the controller's .deb) and upgraded to 615 with a
+    reboot reported as needed; after the
     container restarts 615 is loaded, Fabric Manager runs, re-run changes nothing."""
     out = molecule_test("nvidia_driver_upgrade", molecule_env)
     done = phases(out, "nvidia_driver_upgrade")
@@ -62,4 +63,4 @@ def test_other_pin_negative_pin_and_reboot(molecule_env):
         assert done[phase] == ["Successful"], done
     assert "/etc/apt/preferences.d/freeze-nvidia.pref line 7" in out
     assert "Driver/library version mismatch" in out
-    assert re.search(r"=+ 5 passed", out), "testinfra did not run all five checks"
+    assert re.search(r"=+ 6 passed", out), "testinfra did not run all six checks"
