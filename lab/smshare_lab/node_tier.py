@@ -107,6 +107,8 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
+# Report status often: `up` waits for the node to turn Ready.
+nodeStatusUpdateFrequency: 2s
 # Images are imported, never pulled: keep them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
