@@ -9,7 +9,7 @@ import shutil
 import time
 
 from . import build as kbuild
-from . import control_plane, gpu_nodes, inventory, pki, proc, registry
+from . import control_plane, forks, gpu_nodes, inventory, pki, proc, registry
 from . import node_tier
 from .paths import KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
@@ -61,11 +61,12 @@ def cmd_up(args):
     timings["pki+etcd"] = time.monotonic() - step
 
     step = time.monotonic()
-    say("registry (lab/registry.sh)")
+    say("registry (lab/registry.sh) and stand-in fork repositories")
     if registry.available() and not registry.status()[0]:
         changes.append("registry")
     reg = registry.up()
-    timings["registry"] = time.monotonic() - step
+    stand_in_forks = forks.up()
+    timings["registry+forks"] = time.monotonic() - step
 
     step = time.monotonic()
     say(f"GPU nodes: {args.gpu_nodes} podman containers from {gpu_nodes.IMAGE}")
@@ -95,7 +96,7 @@ def cmd_up(args):
         kube_nodes = node_tier.up(bins)
         timings["node tier"] = time.monotonic() - step
 
-    inventory.write(reg, apt_url)
+    inventory.write(reg, apt_url, stand_in_forks)
     extra_inventory = inventory.write_nodes(nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,

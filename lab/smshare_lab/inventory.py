@@ -49,7 +49,7 @@ def _ansible_vault():
     return shutil.which("ansible-vault") or str(STATE.parent / ".venv" / "bin" / "ansible-vault")
 
 
-def write(registry, standin_apt_url=""):
+def write(registry, standin_apt_url="", forks=None):
     """Write the generated inventory files for `registry` (may be {})."""
     ensure_vault_password()
     GENERATED.mkdir(parents=True, exist_ok=True)
@@ -60,6 +60,10 @@ def write(registry, standin_apt_url=""):
                   f"smshare_lab_registry_ca: {_quote(registry['ca'])}\n")
     else:
         plain += "# The registry was not started (lab/registry.sh missing).\n"
+    if forks:
+        plain += "# Stand-in fork repositories (lab/standin/forks/make-forks.sh).\nsmshare_lab_forks:\n"
+        for name, fork in sorted(forks.items()):
+            plain += f"  {name}:\n" + "".join(f"    {k}: {_quote(fork[k])}\n" for k in ("url", "pr_ref", "commit"))
     if standin_apt_url:
         plain += ("# Base URL of the stand-in NVIDIA CUDA apt repository (lab/standin/apt/repo.sh).\n"
                   f"smshare_lab_standin_apt_url: {_quote(standin_apt_url)}\n")
