@@ -1,6 +1,7 @@
 """The lab inventory's registry settings: vaulted credentials that work, and a registry
 that refuses a wrong password and a client without the lab's CA."""
 import base64
+import json
 import ssl
 import subprocess
 import urllib.error
@@ -48,12 +49,15 @@ def test_vault_file_is_encrypted_and_opens_with_the_lab_password(lab, registry):
     assert registry.password not in text
     assert f"'{registry.username}'" not in text and f": {registry.username}\n" not in text
     proc = inventory_vars(lab, "smshare_registry", "smshare_registry_username", "smshare_registry_ca_file",
-                          "smshare_kubeconfig")
+                          "smshare_kubeconfig", "smshare_kai_scheduler_repo_url", "smshare_kai_scheduler_commit")
     assert proc.returncode == 0, describe(proc)
     assert f"{registry.address}/kai-fork" in proc.stdout
     assert registry.username in proc.stdout
     assert registry.ca in proc.stdout
     assert str(lab.kubeconfig) in proc.stdout
+    forks = json.loads((lab.state_dir / "forks" / "forks.json").read_text())
+    assert forks["kai_scheduler"]["url"] in proc.stdout       # the stand-in forks, not GitHub
+    assert forks["kai_scheduler"]["commit"] in proc.stdout
 
 
 def without_vault_password(lab, var):
@@ -68,3 +72,17 @@ def test_credentials_need_the_vault_password(lab, registry):
     assert proc.returncode != 0 or "no vault secrets" in proc.stdout + proc.stderr, describe(proc)
     assert "vault" in (proc.stdout + proc.stderr).lower()
     assert registry.password not in proc.stdout + proc.stderr
+
+
+def test_registry_accepts_the_vaulted_credentials(registry):
+    assert v2(registry, registry.username, registry.password, registry.ca) == 200
+
+
+def test_registry_refuses_a_wrong_password(registry):
+    assert v2(registry, registry.username, registry.password + "x", registry.ca) == 401
+
+
+def test_registry_refuses_a_client_without_the_ca(registry):
+    with pytest.raises(urllib.error.URLError) as err:
+        v2(registry, registry.username, registry.password, None)
+    assert isinstance(err.value.reason, ssl.SSLCertVerificationError)
