@@ -2,6 +2,7 @@
 import json
 import os
 import time
+import urllib.request
 
 from .paths import LAB_DIR, ROOT, STATE
 from .util import LabError, out, run, say
@@ -112,11 +113,15 @@ def standin_apt_up():
 
 
 def standin_apt_status():
+    """Does the repository answer where the nodes look for it (its Release file)?"""
     if not STANDIN_APT_SCRIPT.is_file():
         return None, "lab/standin/apt/repo.sh not there yet"
-    res = run(["bash", str(STANDIN_APT_SCRIPT), "status"], check=False, capture=True, env=podman_env())
-    url = run(["bash", str(STANDIN_APT_SCRIPT), "url"], check=False, capture=True, env=podman_env())
-    return res.returncode == 0, url.stdout.strip()
+    url = run(["bash", str(STANDIN_APT_SCRIPT), "url"], check=False, capture=True, env=podman_env()).stdout.strip()
+    try:
+        with urllib.request.urlopen(f"{url}/debian12/x86_64/Release", timeout=3) as resp:
+            return resp.status == 200, url
+    except (OSError, ValueError) as exc:
+        return False, f"{url}: {exc}"
 
 
 def down():

@@ -1,7 +1,11 @@
 """lab/labctl itself: status, idempotent up, 127.0.0.1 only, env output, bad input."""
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,21 @@ def test_bad_input_is_refused_before_anything_changes(lab, argv, message):
     assert proc.returncode == 2
     assert message in proc.stderr
     assert pids(lab) == before
+
+
+def test_status_notices_a_dead_component_and_up_restarts_only_it(lab):
+    pid = int(pids(lab)["kube-scheduler"])
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2:3]:
+        assert time.monotonic() < deadline, "kube-scheduler did not die"
+        time.sleep(0.1)
+    status = lab.labctl("status")
+    assert status.returncode == 1, describe(status)
+    assert re.search(r"^kube-scheduler\s+DOWN", status.stdout, re.M), status.stdout
+    others = {k: v for k, v in pids(lab).items() if k != "kube-scheduler"}
+    up = lab.labctl("up", *(["--nodes"] if lab.node_tier else []))
+    assert up.returncode == 0, describe(up)
+    assert "started: kube-scheduler\n" in up.stdout, up.stdout
+    assert {k: v for k, v in pids(lab).items() if k != "kube-scheduler"} == others
+    assert lab.labctl("status").returncode == 0
