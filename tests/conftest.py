@@ -143,9 +143,14 @@ def lab(request):
     if needs_nodes or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
         args.append("--nodes")
     was_up = (STATE / "lab.json").is_file() and _labctl("status").returncode == 0
-    proc = _labctl(*args)
+    # A cold start builds Kubernetes for minutes: let its progress reach the terminal.
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        sys.stdout.write(f"\n[lab fixture] lab/labctl {' '.join(args)}\n")
+        sys.stdout.flush()
+        proc = subprocess.run([sys.executable, str(LABCTL), *args], check=False)
     if proc.returncode != 0:
-        pytest.fail(f"lab/labctl {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}")
+        pytest.fail(f"lab/labctl {' '.join(args)} failed (rc={proc.returncode}); its output is above")
     SESSIONS.mkdir(parents=True, exist_ok=True)
     lease = SESSIONS / str(os.getpid())
     lease.touch()
