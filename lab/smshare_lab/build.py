@@ -29,8 +29,8 @@ REFLECT2_DEBIAN = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
 
 
-def _has_deb_src():
-    files = [Path("/etc/apt/sources.list")] + [Path(p) for p in glob.glob("/etc/apt/sources.list.d/*")]
+def _has_deb_src(etc_apt=Path("/etc/apt")):
+    files = [etc_apt / "sources.list"] + [Path(p) for p in glob.glob(f"{etc_apt}/sources.list.d/*")]
     for path in files:
         if not path.is_file():
             continue

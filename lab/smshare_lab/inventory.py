@@ -13,7 +13,7 @@ import secrets
 import shutil
 import tempfile
 
-from .paths import INVENTORY, STATE, VAULT_PASS
+from .paths import INVENTORY, ROOT, STATE, VAULT_PASS
 from .util import run
 
 # Group smshare_lab (parent of the lab's three groups): a group_vars/all/ folder
@@ -46,7 +46,7 @@ def _write_if_changed(path, text):
 
 
 def _ansible_vault():
-    return shutil.which("ansible-vault") or str(STATE.parent / ".venv" / "bin" / "ansible-vault")
+    return shutil.which("ansible-vault") or str(ROOT / ".venv" / "bin" / "ansible-vault")
 
 
 def write(registry, standin_apt_url="", forks=None):

@@ -1,0 +1,69 @@
+"""labctl's pieces that need no running lab (fast, no root needed)."""
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
+
+from smshare_lab import build, inventory, node_tier  # noqa: E402
+
+
+@pytest.mark.parametrize("name, text, found", [
+    ("debian.sources", "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n", False),
+    ("debian.sources", "Types: deb deb-src\nURIs: http://x/debian\nSuites: bookworm bookworm-updates\n"
+                       "Components: main contrib\n", True),
+    ("debian.sources", "Types: deb-src\nURIs: http://x/debian\nSuites: bookworm\nComponents: main\n"
+                       "Enabled: no\n", False),
+    ("x.list", "deb-src http://deb.debian.org/debian bookworm main\n", True),
+    ("x.list", "# deb-src http://deb.debian.org/debian bookworm main\n", False),
+    ("x.list", "deb-src http://deb.debian.org/debian trixie main\n", False),
+])
+def test_deb_src_detection(tmp_path, name, text, found):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / name).write_text(text)
+    assert build._has_deb_src(tmp_path) is found
+
+
+def test_pause_archive_is_a_docker_archive_with_the_binary(tmp_path, monkeypatch):
+    monkeypatch.setattr(node_tier, "CONF", tmp_path)
+    binary = tmp_path / "pause-bin"
+    binary.write_bytes(b"\x7fELF-not-really")
+    archive = node_tier._pause_archive(binary)
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        assert manifest[0]["RepoTags"] == [node_tier.PAUSE_IMAGE]
+        config = json.load(tar.extractfile(manifest[0]["Config"]))
+        assert config["config"]["Entrypoint"] == ["/pause"]
+        layer = tarfile.open(fileobj=tar.extractfile("layer.tar"))
+        member = layer.getmember("pause")
+        assert member.mode == 0o755 and layer.extractfile(member).read() == binary.read_bytes()
+
+
+def test_generated_inventory_vars_and_vault(tmp_path, monkeypatch):
+    monkeypatch.setattr(inventory, "STATE", tmp_path / "state")
+    monkeypatch.setattr(inventory, "VAULT_PASS", tmp_path / "state" / "vault-pass")
+    monkeypatch.setattr(inventory, "VAULT_STAMP", tmp_path / "state" / "vault.sha256")
+    monkeypatch.setattr(inventory, "GENERATED", tmp_path / "gv")
+    monkeypatch.setattr(inventory, "LAB_VARS", tmp_path / "gv" / "lab.yml")
+    monkeypatch.setattr(inventory, "VAULT_FILE", tmp_path / "gv" / "vault.yml")
+    reg = {"address": "127.0.0.1:5443", "ca": "/x/ca.crt", "username": "u", "password": "s3cret-'quote"}
+    inventory.write(reg, "http://10.88.0.1:18615", {"kai_scheduler": {"url": "file:///k.git", "pr_ref": "p",
+                                                                      "commit": "c" * 40}})
+    plain = (tmp_path / "gv" / "lab.yml").read_text()
+    assert "smshare_lab_registry_address: '127.0.0.1:5443'" in plain
+    assert "smshare_lab_standin_apt_url: 'http://10.88.0.1:18615'" in plain
+    vault = (tmp_path / "gv" / "vault.yml").read_text()
+    assert "s3cret" not in vault and vault.count("!vault |") == 2
+    first = vault
+    inventory.write(reg, "http://10.88.0.1:18615")      # same secrets: the vault file is left alone
+    assert (tmp_path / "gv" / "vault.yml").read_text() == first
+    view = subprocess.run(["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", "ansible.builtin.debug",
+                           "-a", "var=vault_smshare_registry_password", "-e", f"@{tmp_path / 'gv' / 'vault.yml'}",
+                           "--vault-password-file", str(tmp_path / "state" / "vault-pass")],
+                          text=True, capture_output=True, check=False)
+    assert view.returncode == 0, view.stderr
+    assert "s3cret-'quote" in view.stdout
