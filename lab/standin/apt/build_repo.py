@@ -354,6 +354,9 @@ def main():
         keyring_deb(folder, distro, args.url, key)
         write_index(folder, os.path.join(out, "gnupg"))
     shutil.rmtree(pool)
+    # gpg leaves an agent running for the key's folder: stop it.
+    subprocess.run(["gpgconf", "--homedir", os.path.join(out, "gnupg"), "--kill", "gpg-agent"],
+                   check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if os.path.exists(repo):
         shutil.rmtree(repo)
     os.rename(staging, repo)

@@ -34,7 +34,20 @@ gateway() {
 
 url() { echo "http://$(gateway):$port"; }
 
-running() { [[ -s "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# The server on our port, if it is this script's serve.py (adopted when a
+# pid file was lost, e.g. to two sessions starting it at once).
+listener() {
+    local pid
+    pid=$(ss -ltnpH "( sport = :$port )" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2)
+    [[ -n "$pid" ]] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "$here/serve.py" && echo "$pid"
+}
+
+running() {
+    local pid
+    if [[ -s "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then return 0; fi
+    pid=$(listener) || return 1
+    echo "$pid" > "$pidfile"
+}
 
 build() { mkdir -p "$state"; python3 "$here/build_repo.py" --out "$state" --url "$(url)"; }
 
@@ -63,7 +76,7 @@ serve() {
     repo=$(build)
     if ! running; then
         setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
-            >>"$state/server.log" 2>&1 < /dev/null &
+            >>"$state/server.log" 2>&1 < /dev/null 8>&- &
         echo $! > "$pidfile"
         for _ in $(seq 50); do answers && break; sleep 0.1; done
         answers || { echo "repository server did not answer; see $state/server.log" >&2; exit 1; }
@@ -72,6 +85,11 @@ serve() {
 }
 
 pid_arg() { [[ "${1:-}" =~ ^[0-9]+$ ]] || { echo "usage: repo.sh hold|release PID" >&2; exit 2; }; }
+
+# One caller at a time changes the server (test sessions and the lab share it).
+mkdir -p "$state"
+exec 8>"$state/server.lock"
+flock 8
 
 case "${1:-}" in
     build) build ;;
