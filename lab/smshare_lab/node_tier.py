@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import tarfile
 import time
 from pathlib import Path
@@ -32,6 +33,9 @@ NODE_LINK = "smshare-node0"
 NODE_IP = "10.243.255.1"
 POD_SUBNET = "10.244.0.0/24"
 PAUSE_IMAGE = "localhost/smshare-lab/pause:3.4"
+# A tiny image for test pods (sh, sleep, cat, ls, env, true from this host).
+TOOLS_IMAGE = "localhost/smshare-lab/tools:1"
+TOOLS = ("sh", "sleep", "cat", "ls", "env", "true")
 BEFORE = CONF / "before.json"
 KUBELET_CLIENT = {f"kubelet-{NODE_NAME}": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth", None),
                   "kubelet-serving": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
@@ -120,29 +124,59 @@ def _ctr(*args, check=True):
     return run(["ctr", "--address", str(SOCKET), "-n", "k8s.io", *args], check=check, capture=True)
 
 
-def _pause_archive(pause_bin):
-    """A docker-archive tar holding one layer with /pause (no registry, no builder)."""
+def _docker_archive(dest, tag, files, config):
+    """A docker-archive tar with one layer. files: {path in image: bytes | ("link", target)}."""
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as tar:
-        info = tarfile.TarInfo("pause")
-        data = Path(pause_bin).read_bytes()
-        info.size, info.mode, info.mtime = len(data), 0o755, 0
-        tar.addfile(info, io.BytesIO(data))
+        dirs = {str(parent) for p in files for parent in Path(p).parents} - {"."}
+        for dirname in sorted(dirs):
+            info = tarfile.TarInfo(dirname)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            tar.addfile(info)
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path)
+            info.mtime = 0
+            if isinstance(data, tuple):
+                info.type, info.linkname = tarfile.SYMTYPE, data[1]
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o755
+                tar.addfile(info, io.BytesIO(data))
     layer_bytes = layer.getvalue()
     diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
-    config = json.dumps({"architecture": "amd64", "os": "linux",
-                         "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
                          "rootfs": {"type": "layers", "diff_ids": [diff_id]}, "history": []}).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [PAUSE_IMAGE],
-                            "Layers": ["layer.tar"]}]).encode()
-    archive = CONF / "pause.tar"
-    with tarfile.open(archive, "w") as tar:
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": ["layer.tar"]}]).encode()
+    with tarfile.open(dest, "w") as tar:
         for name, data in (("layer.tar", layer_bytes), (config_name, config), ("manifest.json", manifest)):
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
-    return archive
+    return dest
+
+
+def _pause_archive(pause_bin):
+    """The pause image (no registry, no builder)."""
+    return _docker_archive(CONF / "pause.tar", PAUSE_IMAGE, {"pause": Path(pause_bin).read_bytes()},
+                           {"Entrypoint": ["/pause"], "User": "65535:65535"})
+
+
+def _tools_archive():
+    """A few-MB image for test pods: the host's dash, sleep, cat, ls, env, true and their libraries."""
+    files = {}
+    for name in TOOLS:
+        real = Path(shutil.which(name)).resolve()
+        files[f"bin/{name}"] = real.read_bytes()
+        for line in run(["ldd", str(real)], capture=True).stdout.splitlines():
+            words = line.split()
+            lib = words[2] if len(words) > 2 and words[1] == "=>" else words[0]
+            if lib.startswith("/"):
+                files[lib.lstrip("/")] = Path(lib).resolve().read_bytes()
+    files["etc/debian_version"] = Path("/etc/debian_version").read_bytes()
+    files["tmp/.keep"] = b""
+    return _docker_archive(CONF / "tools.tar", TOOLS_IMAGE, files,
+                           {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]})
 
 
 def import_archive(archive):
@@ -214,8 +248,11 @@ def up(bins):
         proc.start("containerd", ["/usr/bin/containerd", "--config", CONF / "containerd.toml"])
         wait_for(lambda: _ctr("version", check=False).returncode == 0, 30,
                  "containerd (see .lab/logs/containerd.log)")
-    if PAUSE_IMAGE not in _ctr("images", "ls", "-q").stdout.split():
+    images = _ctr("images", "ls", "-q").stdout.split()
+    if PAUSE_IMAGE not in images:
         import_archive(_pause_archive(bins / "pause"))
+    if TOOLS_IMAGE not in images:
+        import_archive(_tools_archive())
     if not proc.pid_of("kubelet"):
         proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
                                f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",

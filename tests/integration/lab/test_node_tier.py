@@ -1,12 +1,19 @@
 """The node tier: a Ready node, a real pod (image imported with ctr), logs and exec."""
+import io
 import json
 import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 
 from lab_helpers import describe
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes]
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
+from smshare_lab import node_tier  # noqa: E402
 PLAY = "tests/integration/lab/playbooks/node_pod.yml"
 
 
@@ -17,8 +24,25 @@ def test_node_is_ready(lab):
     assert ready == "True"
 
 
+def test_load_image_puts_a_podman_image_into_the_node_runtime(lab, tmp_path):
+    rootfs = tmp_path / "rootfs.tar"
+    with tarfile.open(rootfs, "w") as tar:
+        data = b"lab\n"
+        info = tarfile.TarInfo("hello.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    ref = "localhost/smshare-lab-test/load-image:1"
+    subprocess.run(["podman", "import", str(rootfs), ref], env=lab.env, check=True, capture_output=True)
+    try:
+        lab.load_image(ref)
+        images = subprocess.run(["ctr", "--address", str(node_tier.SOCKET), "-n", "k8s.io", "images", "ls", "-q"],
+                                text=True, capture_output=True, check=True).stdout.split()
+        assert ref in images
+    finally:
+        subprocess.run(["podman", "rmi", "-f", ref], env=lab.env, check=False, capture_output=True)
+
+
 def test_pod_runs_with_logs_and_exec(lab):
-    lab.load_image("localhost/smshare-node:debian12")
     try:
         proc = lab.playbook(PLAY)
         assert proc.returncode == 0, describe(proc)
