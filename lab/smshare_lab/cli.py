@@ -16,6 +16,9 @@ from .util import LabError, die, say
 
 FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
+PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
+          "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
+          "gpu-nodes.yml", "lab.json")
 
 
 def _env_flag(name):
@@ -130,8 +133,13 @@ def cmd_down(args):
     FACTS.unlink(missing_ok=True)
     for name in proc.tracked():   # anything else we started
         proc.stop(name)
-    if args.purge:
-        shutil.rmtree(STATE, ignore_errors=True)
+    if args.purge:   # only what labctl made: other tools keep their state in .lab/ too
+        for name in PURGED:
+            path = STATE / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
     say("lab is down")
     return 0
 
@@ -221,7 +229,7 @@ def main(argv):
     p_up.add_argument("--gpu-nodes", type=int, default=int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")),
                       help="number of GPU-node containers (env SMSHARE_LAB_GPU_NODES, default 2)")
     p_down = sub.add_parser("down", help="stop everything the lab started")
-    p_down.add_argument("--purge", action="store_true", help="also delete .lab/ (PKI, logs, vault password)")
+    p_down.add_argument("--purge", action="store_true", help="also delete labctl's state in .lab/ (PKI, logs, registry data, vault password)")
     sub.add_parser("status", help="table of components; exit 1 when one is down")
     sub.add_parser("env", help="shell exports for kubectl/helm/ansible-playbook against the lab")
     p_load = sub.add_parser("load-image", help="import podman images into the node tier's containerd")
