@@ -98,6 +98,8 @@ def cmd_up(args):
             changes.append("node tier")
         kube_nodes = node_tier.up(bins)
         timings["node tier"] = time.monotonic() - step
+    elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
+        kube_nodes = [node_tier.NODE_NAME]
 
     inventory.write(reg, apt_url, stand_in_forks)
     extra_inventory = inventory.write_nodes(nodes)
@@ -105,7 +107,7 @@ def cmd_up(args):
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
         "bin_dir": str(bins), "kubernetes_package_version": version,
         "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url,
-        "node_tier": bool(args.nodes), "kube_nodes": kube_nodes,
+        "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes,
         "vault_password_file": str(VAULT_PASS),
         "inventory": [str(ROOT / "inventories" / "lab")] + ([str(extra_inventory)] if extra_inventory else []),
     }
