@@ -1,5 +1,5 @@
 # Apache-2.0
-"""nvidia_driver_state (the role's one-call host reader) run for real with
+"""nvidia_driver_state (the nvidia_driver role's one-call host reader) run for real with
 ansible on localhost, against a preferences folder made for each test: which
 entries count as blocking NVIDIA, and their removal in check mode, diff mode
 and for real (idempotent)."""
@@ -36,10 +36,9 @@ Pin-Priority: -1
 
 
 def run_module(args, check=False, diff=False):
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "roles" / "nvidia_driver" / "library"),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="true", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="true", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", "nvidia_driver_state",
+    argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", "smshare.kai.nvidia_driver_state",
             "-a", json.dumps(args), "-e", "ansible_python_interpreter=%s" % "/usr/bin/python3"]
     argv += ["--check"] if check else []
     argv += ["--diff"] if diff else []
