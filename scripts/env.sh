@@ -7,3 +7,7 @@ export ANSIBLE_COLLECTIONS_PATH="$_smshare_root/.collections"
 # This VM lacks CAP_SYS_RESOURCE and has hybrid cgroups: podman needs both fixes.
 export CONTAINERS_CONF="$_smshare_root/molecule/containers.conf"
 export LC_ALL=C.UTF-8
+# While the lab is up, its inventory holds vaulted registry credentials.
+if [ -f "$_smshare_root/.lab/vault-pass" ]; then
+  export ANSIBLE_VAULT_PASSWORD_FILE="$_smshare_root/.lab/vault-pass"
+fi

@@ -11,7 +11,8 @@ t_lab=$((SECONDS - t0))
 eval "$(lab/labctl env)"
 
 t1=$SECONDS
-ansible-playbook site.yml -i inventories/lab
+# shellcheck disable=SC2086 # SMSHARE_LAB_INVENTORY holds several -i options
+ansible-playbook site.yml ${SMSHARE_LAB_INVENTORY:--i inventories/lab}
 t_play=$((SECONDS - t1))
 
 printf '\n===== lab main job =====\n'

@@ -15,6 +15,18 @@ NODE_IMAGE_SCRIPT = LAB_DIR / "node-image.sh"
 # podman bridge gateway, so nodes stay on the default podman network.
 STANDIN_APT_SCRIPT = LAB_DIR / "standin" / "apt" / "repo.sh"
 COUNT_FILE = STATE / "gpu-nodes.json"
+# What each lab node stands in for: an HGX A100 80GB board (8 GPUs behind 6
+# NVSwitches, so Fabric Manager is needed), read by the stand-in nvidia-smi.
+NVSWITCHES = 6
+
+
+def hardware(name, index):
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB",
+             "uuid": "GPU-5f2a7c1e-3b8d-4e6f-9a%02d-c2d3e4f5a6%02d" % (index, gpu),
+             "pci_bus_id": "00000000:%02X:00.0" % (0x07 + 0x08 * gpu),
+             "memory_total_mib": 81920, "multiprocessor_count": 108, "compute_cap": "8.0"}
+            for gpu in range(8)]
+    return {"node": name, "gpus": gpus, "nvswitches": NVSWITCHES}
 
 
 def podman_env():
@@ -23,8 +35,8 @@ def podman_env():
     return env
 
 
-def podman(*args, check=True, capture=True):
-    return run(["podman", *args], check=check, capture=capture, env=podman_env())
+def podman(*args, check=True, capture=True, input_text=None):
+    return run(["podman", *args], check=check, capture=capture, env=podman_env(), input_text=input_text)
 
 
 def names(count):
@@ -99,6 +111,10 @@ def up(count):
                 raise LabError(f"systemd in {name} did not come up ({state.strip()}); "
                                f"see `podman logs {name}`")
             time.sleep(0.5)
+    for name in started:
+        podman("exec", "-i", name, "sh", "-c",
+               "mkdir -p /etc/nvidia-standin && cat > /etc/nvidia-standin/gpus.json",
+               input_text=json.dumps(hardware(name, wanted.index(name) + 1), indent=1))
     COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
     COUNT_FILE.write_text(json.dumps({"count": count, "names": wanted}))
     return wanted, removed + started
