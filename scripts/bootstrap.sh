@@ -38,7 +38,9 @@ python_env() {
     echo "venv: .venv matches requirements/python.txt"; return
   fi
   python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements/python.txt
+  # This machine's pip config lists local indexes that may be empty: not errors.
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements/python.txt 2>&1 \
+    | { grep -v "^WARNING: Location .* is ignored" || true; }
   echo "$sum" > "$stamp"
 }
 
