@@ -5,7 +5,7 @@ import time
 import urllib.request
 
 from .paths import LAB_DIR, ROOT, STATE
-from .util import LabError, out, run, say
+from .util import LabError, run, say
 
 IMAGE = os.environ.get("SMSHARE_LAB_NODE_IMAGE", "localhost/smshare-node:debian12")
 NAME_PREFIX = "smshare-lab-gpu-"

@@ -257,7 +257,7 @@ def up(bins):
         proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
                                f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",
                                "--container-runtime=remote", f"--container-runtime-endpoint=unix://{SOCKET}",
-                               f"--root-dir={LIB / 'kubelet'}",  f"--node-ip={NODE_IP}",
+                               f"--root-dir={LIB / 'kubelet'}", f"--node-ip={NODE_IP}",
                                f"--hostname-override={NODE_NAME}", f"--pod-infra-container-image={PAUSE_IMAGE}",
                                "--node-labels=smshare.io/lab-node=true", "--v=1"])
     try:
@@ -315,7 +315,7 @@ def _before():
 def _cgroup_roots():
     roots = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
+        left, _sep, right = line.partition(" - ")
         if right.split()[:1] and right.split()[0] in ("cgroup", "cgroup2"):
             roots.append(left.split()[4])
     return roots
@@ -389,7 +389,7 @@ def down():
         for cid in _ctr("containers", "ls", "-q", check=False).stdout.split():
             _ctr("containers", "rm", cid, check=False)
     proc.stop("containerd")
-    for _ in range(3):
+    for _attempt in range(3):
         pids = _stray_pids()
         if not pids:
             break

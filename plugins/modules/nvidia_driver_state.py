@@ -22,14 +22,14 @@ description:
 options:
   nvidia_origins:
     description:
-      - Host names that count as NVIDIA's repository in C(Pin: origin) records.
+      - "Host names that count as NVIDIA's repository in C(Pin: origin) records."
     type: list
     elements: str
     default: [developer.download.nvidia.com]
   nvidia_release_origins:
     description:
-      - Values of the Release file's Origin or Label that count as NVIDIA's in
-        C(Pin: release o=...) or C(l=...) records.
+      - "Values of the Release file's Origin or Label that count as NVIDIA's in
+        C(Pin: release o=...) or C(l=...) records."
     type: list
     elements: str
     default: [NVIDIA, NVIDIA CUDA]
@@ -66,20 +66,22 @@ attributes:
     description: In check mode entries are reported as removed but left in place.
   diff_mode:
     support: full
+    description: With O(remove_negative_pins=true), shows each preferences file before and after.
   idempotent:
     support: full
+    description: A second run finds nothing left to remove.
 author:
-  - smshare.kai maintainers
+  - smshare.kai maintainers (@smshare)
 '''
 
 EXAMPLES = r'''
 - name: Read the driver state
-  nvidia_driver_state:
+  smshare.kai.nvidia_driver_state:
     sources_file: /etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list
   register: driver_state
 
 - name: Remove negative NVIDIA pins and list the driver versions apt offers
-  nvidia_driver_state:
+  smshare.kai.nvidia_driver_state:
     remove_negative_pins: true
     candidates: [nvidia-driver-open, nvidia-fabricmanager]
 '''
