@@ -18,7 +18,8 @@ stage_unit() {
 }
 
 stage_integration() {
-  pytest -q tests/integration
+  # tests/gpu: the real-GPU check's own paths that need no GPU (missing tools, dry runs).
+  pytest -q tests/integration tests/gpu
 }
 
 # Build the release artifact, install it into an empty collections path and run
