@@ -76,9 +76,12 @@ def write(registry, standin_apt_url="", forks=None):
     if VAULT_FILE.is_file() and VAULT_STAMP.is_file() and VAULT_STAMP.read_text() == digest:
         return
     text = header
+    # Only the lab's password: one exported in the environment would make a second
+    # "default" vault id, and ansible-vault then refuses to pick one.
     for name, value in values.items():
         text += run([_ansible_vault(), "encrypt_string", "--vault-password-file", str(VAULT_PASS),
-                     "--stdin-name", name], capture=True, input_text=value).stdout
+                     "--stdin-name", name], capture=True, input_text=value,
+                    unset=("ANSIBLE_VAULT_PASSWORD_FILE",)).stdout
     fd, tmp = tempfile.mkstemp(dir=GENERATED, prefix=".vault-")
     with os.fdopen(fd, "w") as fh:
         fh.write(text)

@@ -9,9 +9,10 @@ def say(msg):
     print(f"[lab {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run(argv, check=True, capture=False, env=None, cwd=None, input_text=None):
-    """Run argv (a list, never a shell); raise with the output on failure."""
-    full_env = dict(os.environ, **(env or {}))
+def run(argv, check=True, capture=False, env=None, cwd=None, input_text=None, unset=()):
+    """Run argv (a list, never a shell); raise with the output on failure.
+    `env` adds to the environment, `unset` names variables to leave out."""
+    full_env = {k: v for k, v in dict(os.environ, **(env or {})).items() if k not in unset}
     res = subprocess.run(argv, cwd=cwd, env=full_env, text=True, input=input_text,
                          stdout=subprocess.PIPE if capture else None,
                          stderr=subprocess.PIPE if capture else None, check=False)
