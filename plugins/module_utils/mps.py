@@ -22,7 +22,7 @@ import os
 import re
 import time
 
-from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner
+from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-cuda-mps-control"
 DEFAULT_PIPE_DIRECTORY = "/tmp/nvidia-mps"
@@ -38,20 +38,8 @@ PERMISSION_DENIED_RE = re.compile(r"permission denied", re.I)
 UNKNOWN_SERVER_RE = re.compile(r"server '([^']*)' not found", re.I)
 
 
-class MpsError(Exception):
-    """A failed or unparsable MPS call. `kind` names the failure for callers."""
-
-    def __init__(self, msg, result=None, kind="failed"):
-        super(MpsError, self).__init__(msg)
-        self.msg = msg
-        self.result = result
-        self.kind = kind
-
-    def details(self):
-        details = {"failure": self.kind}
-        if self.result is not None:
-            details.update(self.result.as_dict())
-        return details
+class MpsError(ToolError):
+    """A failed or unparsable MPS call."""
 
 
 # ---------------------------------------------------------------- parsers

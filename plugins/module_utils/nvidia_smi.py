@@ -14,7 +14,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner
+from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-smi"
 
@@ -47,18 +47,8 @@ NVIDIA_VENDOR = "0x10de"
 NVSWITCH_CLASS_PREFIX = "0x0680"
 
 
-class NvidiaSmiError(Exception):
-    def __init__(self, msg, result=None, kind="failed"):
-        super(NvidiaSmiError, self).__init__(msg)
-        self.msg = msg
-        self.result = result
-        self.kind = kind
-
-    def details(self):
-        details = {"failure": self.kind}
-        if self.result is not None:
-            details.update(self.result.as_dict())
-        return details
+class NvidiaSmiError(ToolError):
+    """A failed or unparsable nvidia-smi call."""
 
 
 def check_driver(result):

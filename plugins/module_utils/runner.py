@@ -13,6 +13,23 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
+class ToolError(Exception):
+    """A failed or unparsable call of a wrapped tool. `kind` names the failure
+    (returned to users as `failure`); `result` is the CommandResult, if any."""
+
+    def __init__(self, msg, result=None, kind="failed"):
+        super(ToolError, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+        self.kind = kind
+
+    def details(self):
+        details = {"failure": self.kind}
+        if self.result is not None:
+            details.update(self.result.as_dict())
+        return details
+
+
 class CommandResult:
     """The outcome of one call: what ran and what came back."""
 
