@@ -45,6 +45,8 @@ def test_down_leaves_nothing_behind(lab):
     from smshare_lab import node_tier  # the lab's own list of what it creates
 
     if other_sessions(lab):
+        if os.environ.get("CI"):
+            pytest.fail("CI must prove down alone, but other sessions use the lab: %s" % other_sessions(lab))
         pytest.skip(f"other pytest sessions use the lab right now (pids {other_sessions(lab)}); "
                     "rerun when they are done")
 
