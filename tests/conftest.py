@@ -22,6 +22,8 @@ from typing import Optional
 
 import pytest
 
+from registry_state import Registry
+
 REPO = Path(__file__).resolve().parents[1]
 LABCTL = REPO / "lab" / "labctl"
 STATE = Path(os.environ.get("SMSHARE_LAB_STATE", REPO / ".lab"))
@@ -37,16 +39,6 @@ def pytest_collection_modifyitems(config, items):
     last = [item for item in items if item.get_closest_marker("lab_teardown")]
     if last:
         items[:] = [item for item in items if item not in last] + last
-
-
-@dataclass
-class Registry:
-    """The lab's registry (lab/registry.sh): TLS with the lab's CA, htpasswd auth."""
-    address: str
-    ca: str
-    cert_dir: str
-    username: str
-    password: str
 
 
 @dataclass

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from registry_state import Registry
+
 REPO = Path(__file__).resolve().parents[3]
 PLAYBOOK = REPO / "playbooks" / "images.yml"
 KAI_SERVICES = ["podgrouper", "scheduler", "binder", "resourcereservation", "snapshot-tool", "scalingpod",
@@ -35,15 +37,6 @@ def base_env():
     return env
 
 
-@dataclass
-class Registry:
-    address: str
-    ca: str
-    cert_dir: str
-    username: str
-    password: str
-
-
 @pytest.fixture(scope="session")
 def image_registry(tmp_path_factory):
     state = tmp_path_factory.mktemp("registry")
@@ -52,9 +45,7 @@ def image_registry(tmp_path_factory):
     up = subprocess.run(["bash", str(script), "up", str(state)], env=env, text=True, capture_output=True,
                         check=False)
     assert up.returncode == 0, up.stdout + up.stderr
-    yield Registry(address=(state / "address").read_text().strip(), ca=str(state / "ca.crt"),
-                   cert_dir=str(state), username=(state / "username").read_text().strip(),
-                   password=(state / "password").read_text().strip())
+    yield Registry.from_state_dir(state)
     subprocess.run(["bash", str(script), "down", str(state)], env=env, capture_output=True, check=False)
 
 
