@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""Input rules shared by every module (and, through the test and filter
+plugins, by every role): each check returns the value or raises BadInput with
+a message that names the parameter, shows the value (redacted when secret),
+states the rule and gives an example of a good value.
+
+Modules check everything before their first change:
+
+    try:
+        validate.text("server", params["server"], pattern=NAME, example="shared")
+    except validate.BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import posixpath
+import re
+
+from ansible.module_utils.six import string_types
+from ansible.module_utils.six.moves.urllib.parse import urlsplit, urlunsplit
+
+from ansible_collections.smshare.kai.plugins.module_utils.runner import ToolError
+
+# C0 controls, DEL and the C1 range: none may reach a file, an argv or a stdin line.
+CONTROL_RE = re.compile(u"[\x00-\x1f\x7f-\x9f]")
+REDACTED = "<redacted>"
+
+
+class BadInput(ToolError):
+    """A parameter that breaks a rule; raised before anything changed."""
+
+    def __init__(self, parameter, value, rule, example=None, secret=False):
+        self.parameter = parameter
+        self.rule = rule
+        shown = REDACTED if secret else show(value)
+        msg = "%s=%s: %s." % (parameter, shown, rule)
+        if example is not None:
+            msg += " For example: %s." % (example,)
+        msg += " Nothing was changed."
+        super(BadInput, self).__init__(msg, kind="bad_input")
+
+    def details(self):
+        details = super(BadInput, self).details()
+        details["parameter"] = self.parameter
+        return details
+
+
+def show(value):
+    """A value as the user should read it: quoted, control characters escaped,
+    URL credentials removed."""
+    if isinstance(value, string_types):
+        if "://" in value:
+            value = redact_url(value)
+        return repr(value.encode("unicode_escape").decode("ascii") if CONTROL_RE.search(value) else value)
+    return repr(value)
+
+
+# ---------------------------------------------------------------- text
+def has_control(value):
+    return isinstance(value, string_types) and CONTROL_RE.search(value) is not None
+
+
+def text(parameter, value, example, pattern=None, rule=None, required=True, positional=False,
+         max_length=None, secret=False):
+    """A string without control characters (newlines included).
+
+    pattern: a regular expression the whole value must match (re.fullmatch, so
+    a trailing newline never slips past a `$`). positional: the value goes
+    where a command takes arguments, so it may not start with '-'.
+    """
+    if value is None or value == "":
+        if required:
+            raise BadInput(parameter, value, "must be set (empty is not allowed)", example, secret)
+        return value
+    if not isinstance(value, string_types):
+        raise BadInput(parameter, value, "must be a string", example, secret)
+    if has_control(value):
+        raise BadInput(parameter, value, "must not contain control characters or line breaks",
+                       example, secret)
+    if positional and value.startswith("-"):
+        raise BadInput(parameter, value, "must not start with '-' (it would be read as an option)",
+                       example, secret)
+    if max_length is not None and len(value) > max_length:
+        raise BadInput(parameter, value, "must be at most %d characters" % max_length, example, secret)
+    if pattern is not None and re.fullmatch(pattern, value) is None:
+        raise BadInput(parameter, value, rule or ("must match %s" % pattern), example, secret)
+    return value
+
+
+# ---------------------------------------------------------------- numbers
+def integer(parameter, value, example, minimum=None, maximum=None, required=True):
+    if value is None:
+        if required:
+            raise BadInput(parameter, value, "must be set", example)
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(parameter, value, "must be a whole number", example)
+    if minimum is not None and value < minimum or maximum is not None and value > maximum:
+        if maximum is None:
+            rule = "must be %d or more" % minimum
+        elif minimum is None:
+            rule = "must be %d or less" % maximum
+        else:
+            rule = "must be between %d and %d" % (minimum, maximum)
+        raise BadInput(parameter, value, rule, example)
+    return value
+
+
+def port(parameter, value, required=True):
+    return integer(parameter, value, "5000", minimum=1, maximum=65535, required=required)
+
+
+# ---------------------------------------------------------------- paths
+def path(parameter, value, example, required=True):
+    """An absolute, normalised path: no '..' or '.' parts, no empty parts."""
+    text(parameter, value, example, required=required)
+    if value in (None, ""):
+        return value
+    if not value.startswith("/"):
+        raise BadInput(parameter, value, "must be an absolute path", example)
+    stripped = value.rstrip("/") or "/"
+    if "//" in value or posixpath.normpath(stripped) != stripped:
+        raise BadInput(parameter, value, "must be a normalised absolute path (no '.', '..' or '//')",
+                       example)
+    return stripped
+
+
+# ---------------------------------------------------------------- lists
+def items(parameter, value, example, minimum=1, each=None):
+    """A list with at least `minimum` items; `each(name, item)` checks every item."""
+    if not isinstance(value, list):
+        raise BadInput(parameter, value, "must be a list", example)
+    if len(value) < minimum:
+        raise BadInput(parameter, value, "must list at least %d item%s" % (minimum, "" if minimum == 1 else "s"),
+                       example)
+    if each is not None:
+        for index, item in enumerate(value):
+            each("%s[%d]" % (parameter, index), item)
+    return value
+
+
+# ---------------------------------------------------------------- URLs
+def redact_url(url):
+    """The URL with any user information replaced by <redacted>."""
+    if not isinstance(url, string_types) or "@" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//%s@" % REDACTED, url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, "%s@%s" % (REDACTED, host), parts.path, parts.query, parts.fragment))
+
+
+def has_credentials(url):
+    if not isinstance(url, string_types):
+        return False
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
+
+
+def url(parameter, value, example, schemes=("https", "http"), credentials_hint=None, required=True):
+    """An absolute URL of one of `schemes` with a host and no user:password@.
+
+    credentials_hint: where credentials go instead (named in the message).
+    """
+    text(parameter, value, example, required=required)
+    if value in (None, ""):
+        return value
+    if has_credentials(value):
+        hint = credentials_hint or "the module's username/password options or the tool's own credential store"
+        raise BadInput(parameter, value, "must not carry credentials (user:password@); put them in %s" % hint,
+                       example)
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise BadInput(parameter, value, "must be a URL", example)
+    if parts.scheme not in schemes:
+        raise BadInput(parameter, value, "must be a %s URL" % " or ".join(schemes), example)
+    if not host or re.search(r"\s", value):
+        raise BadInput(parameter, value, "must name a host", example)
+    return value

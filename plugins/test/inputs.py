@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""Jinja tests for roles' input checks: the same rules the modules apply
+(plugins/module_utils/validate.py), so a role's preflight assert and a module
+refuse the same values. Documentation: the .yml files beside this one."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible_collections.smshare.kai.plugins.module_utils import validate
+
+
+def _passes(check, *args, **kwargs):
+    try:
+        check(*args, **kwargs)
+    except validate.BadInput:
+        return False
+    return True
+
+
+def safe_text(value):
+    """A non-empty string without control characters or line breaks."""
+    return _passes(validate.text, "value", value, example="")
+
+
+def safe_argument(value):
+    """safe_text that also does not start with '-' (a positional argument)."""
+    return _passes(validate.text, "value", value, example="", positional=True)
+
+
+def absolute_path(value):
+    """An absolute, normalised path (no '.', '..' or '//')."""
+    return _passes(validate.path, "value", value, example="")
+
+
+def plain_url(value, schemes=("https", "http")):
+    """An http(s) URL with a host and without user:password@."""
+    return _passes(validate.url, "value", value, example="", schemes=tuple(schemes))
+
+
+def url_with_credentials(value):
+    """A URL that carries user information (user:password@host)."""
+    return validate.has_credentials(value)
+
+
+class TestModule(object):
+    def tests(self):
+        return {
+            "safe_text": safe_text,
+            "safe_argument": safe_argument,
+            "absolute_path": absolute_path,
+            "plain_url": plain_url,
+            "url_with_credentials": url_with_credentials,
+        }
