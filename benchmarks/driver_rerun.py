@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = "nvidia_driver_fresh"
-HOST = "smshare-nvd-fresh"
+HOST = "smshare-nvd-fresh-%s" % os.environ.get("SMSHARE_LAB_INSTANCE", "0")
 
 
 def sh(argv, env, quiet=True):

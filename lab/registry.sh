@@ -9,7 +9,7 @@
 # password; server material stays under <state-dir>/server/ so <state-dir>
 # itself can serve as a --cert-dir for buildah/podman. Idempotent: a running
 # registry is left alone; existing CA and credentials are reused.
-# Environment: SMSHARE_REGISTRY_PORT (default 5443; 0 picks a free port),
+# Environment: SMSHARE_REGISTRY_PORT (default 5443 + 100 x SMSHARE_LAB_INSTANCE; 0 picks a free port),
 # SMSHARE_REGISTRY_USER (default smshare).
 set -euo pipefail
 
@@ -99,7 +99,7 @@ up() {
   make_pki
   make_credentials
   [ -s "$state/server/http-secret" ] || openssl rand -hex 16 >"$state/server/http-secret"
-  local port=${SMSHARE_REGISTRY_PORT:-5443}
+  local port=${SMSHARE_REGISTRY_PORT:-$((5443 + 100 * ${SMSHARE_LAB_INSTANCE:-0}))}
   if [ -s "$state/address" ]; then
     port=${SMSHARE_REGISTRY_PORT:-$(cut -d: -f2 "$state/address")}
   fi

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 
-work=${SMSHARE_SANITY_DIR:-/tmp/smshare-sanity}
+work=${SMSHARE_SANITY_DIR:-/tmp/smshare-sanity-$SMSHARE_LAB_INSTANCE}
 dest=$work/ansible_collections/smshare/kai
 
 # ansible-test fetches pip's bootstrap script from the internet; give it ours.

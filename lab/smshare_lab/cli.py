@@ -11,14 +11,14 @@ import time
 from . import build as kbuild
 from . import control_plane, forks, gpu_nodes, inventory, pki, proc, registry
 from . import node_tier
-from .paths import KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
+from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
 
 FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "gpu-nodes.yml", "lab.json")
+          "inventory", "lab.json")
 
 
 def _env_flag(name):
@@ -102,14 +102,17 @@ def cmd_up(args):
         kube_nodes = [node_tier.NODE_NAME]
 
     inventory.write(reg, apt_url, stand_in_forks)
-    extra_inventory = inventory.write_nodes(nodes)
+    generated_inventory = inventory.write_nodes(nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
+        # The same apiserver as GPU-node containers dial it (podman gateway).
+        "apiserver_for_containers": pki.apiserver_url_for_containers(),
         "bin_dir": str(bins), "kubernetes_package_version": version,
         "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url,
         "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes,
         "vault_password_file": str(VAULT_PASS),
-        "inventory": [str(ROOT / "inventories" / "lab")] + ([str(extra_inventory)] if extra_inventory else []),
+        "inventory": [str(ROOT / "inventories" / "lab"), str(generated_inventory)],
+        "instance": INSTANCE,
     }
     FACTS.write_text(json.dumps(facts, indent=2) + "\n")
     FACTS.chmod(0o600)
@@ -184,6 +187,7 @@ def cmd_env(_args):
         "ANSIBLE_VAULT_PASSWORD_FILE": facts["vault_password_file"],
         "SMSHARE_LAB_INVENTORY": " ".join(f"-i {p}" for p in facts["inventory"]),
         "PATH": f"{LAB_DIR / 'bin'}:{LAB_BIN}:{os.environ.get('PATH', '')}",
+        "SMSHARE_LAB_INSTANCE": str(facts.get("instance", INSTANCE)),
     }
     reg = facts.get("registry") or {}
     if reg:

@@ -4,11 +4,14 @@ import ssl
 import urllib.request
 
 from . import proc
-from .paths import PKI, STATE
+from .paths import NAME, PKI, STATE, port
 from .pki import APISERVER_URL
 from .util import LabError, say, wait_for
 
-ETCD_CLIENT = "http://127.0.0.1:2379"
+ETCD_PORT = port(2379)
+ETCD_CLIENT = f"http://127.0.0.1:{ETCD_PORT}"
+ETCD_PEER = f"http://127.0.0.1:{port(2380)}"
+PORTS = {"kube-apiserver": port(6443), "kube-controller-manager": port(10257), "kube-scheduler": port(10259)}
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 
 
@@ -22,7 +25,8 @@ def _get(url, client=None, timeout=2):
     ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
     if client:
         ctx.load_cert_chain(str(PKI / f"{client}.crt"), str(PKI / f"{client}.key"))
-    if "127.0.0.1:102" in url:  # controller-manager/scheduler serve self-signed certs
+    if url.startswith(tuple(f"https://127.0.0.1:{PORTS[n]}/" for n in ("kube-controller-manager", "kube-scheduler"))):
+        # controller-manager/scheduler serve self-signed certs
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     try:
@@ -48,8 +52,7 @@ def healthy(name):
             return False
     if name == "kube-apiserver":
         return apiserver_ready()
-    port = {"kube-controller-manager": 10257, "kube-scheduler": 10259}[name]
-    return _get(f"https://127.0.0.1:{port}/healthz")[0] == 200
+    return _get(f"https://127.0.0.1:{PORTS[name]}/healthz")[0] == 200
 
 
 def _refuse_foreign_port(name, port):
@@ -61,16 +64,15 @@ def _refuse_foreign_port(name, port):
 def start_etcd():
     if healthy("etcd"):
         return False
-    _refuse_foreign_port("etcd", 2379)
+    _refuse_foreign_port("etcd", ETCD_PORT)
     data = STATE / "etcd"
     data.mkdir(parents=True, exist_ok=True)
     data.chmod(0o700)
-    proc.start("etcd", ["/usr/bin/etcd", "--name=smshare-lab", f"--data-dir={data}",
+    proc.start("etcd", ["/usr/bin/etcd", f"--name={NAME}", f"--data-dir={data}",
                         f"--listen-client-urls={ETCD_CLIENT}", f"--advertise-client-urls={ETCD_CLIENT}",
-                        "--listen-peer-urls=http://127.0.0.1:2380",
-                        "--initial-advertise-peer-urls=http://127.0.0.1:2380",
-                        "--initial-cluster=smshare-lab=http://127.0.0.1:2380",
-                        "--listen-metrics-urls=http://127.0.0.1:2381",
+                        f"--listen-peer-urls={ETCD_PEER}", f"--initial-advertise-peer-urls={ETCD_PEER}",
+                        f"--initial-cluster={NAME}={ETCD_PEER}",
+                        f"--listen-metrics-urls=http://127.0.0.1:{port(2381)}",
                         "--quota-backend-bytes=2147483648", "--log-level=warn"])
     wait_for(lambda: healthy("etcd"), 30, "etcd health (see .lab/logs/etcd.log)")
     return True
@@ -79,8 +81,10 @@ def start_etcd():
 def _argv(name, bins):
     pki = PKI
     if name == "kube-apiserver":
-        return [bins / name, f"--etcd-servers={ETCD_CLIENT}", "--bind-address=127.0.0.1",
-                "--secure-port=6443", "--advertise-address=127.0.0.1", "--insecure-port=0",
+        # All addresses: GPU-node containers (podman bridge) and pods (node-tier
+        # bridge) reach it too; TLS client certificates and RBAC still guard it.
+        return [bins / name, f"--etcd-servers={ETCD_CLIENT}", "--bind-address=0.0.0.0",
+                f"--secure-port={PORTS[name]}", "--advertise-address=127.0.0.1", "--insecure-port=0",
                 "--endpoint-reconciler-type=none", "--service-cluster-ip-range=10.0.0.0/24",
                 f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
                 f"--client-ca-file={pki / 'ca.crt'}", f"--service-account-key-file={pki / 'sa.pub'}",
@@ -94,6 +98,7 @@ def _argv(name, bins):
         kubeconfig = STATE / "controller-manager.kubeconfig"
         return [bins / name, f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", "--port=0",
+                f"--secure-port={PORTS[name]}",
                 "--leader-elect=false", "--use-service-account-credentials=true",
                 f"--root-ca-file={pki / 'ca.crt'}", f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
@@ -102,6 +107,7 @@ def _argv(name, bins):
         kubeconfig = STATE / "scheduler.kubeconfig"
         return [bins / name, f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", "--port=0",
+                f"--secure-port={PORTS[name]}",
                 "--leader-elect=false", "--profiling=false", "--v=1"]
     raise ValueError(name)
 
@@ -109,13 +115,13 @@ def _argv(name, bins):
 def start_kube(bins):
     """Start apiserver, controller-manager and scheduler (whatever is not running)."""
     started = []
-    for name, port in (("kube-apiserver", 6443), ("kube-controller-manager", 10257), ("kube-scheduler", 10259)):
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         if healthy(name):
             continue
         if proc.pid_of(name):
             say(f"{name} runs but does not answer; restarting it")
             proc.stop(name)
-        _refuse_foreign_port(name, port)
+        _refuse_foreign_port(name, PORTS[name])
         proc.start(name, _argv(name, bins))
         started.append(name)
         if name == "kube-apiserver":

@@ -4,12 +4,14 @@ import os
 import time
 import urllib.request
 
-from .paths import LAB_DIR, ROOT, STATE
+from .paths import INSTANCE, LAB_DIR, NAME, ROOT, STATE
 from .util import LabError, run, say
 
 IMAGE = os.environ.get("SMSHARE_LAB_NODE_IMAGE", "localhost/smshare-node:debian12")
-NAME_PREFIX = "smshare-lab-gpu-"
+NAME_PREFIX = f"{NAME}-gpu-"
 LABEL = "io.smshare.lab=gpu-node"
+# Which lab instance a container belongs to (several labs can share a machine).
+INSTANCE_LABEL = f"io.smshare.lab.instance={INSTANCE}"
 NODE_IMAGE_SCRIPT = LAB_DIR / "node-image.sh"
 # The stand-in NVIDIA apt repository (driver engineer's): served over http on the
 # podman bridge gateway, so nodes stay on the default podman network.
@@ -45,7 +47,8 @@ def names(count):
 
 def existing():
     """{name: state} of every lab GPU-node container, running or not."""
-    res = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json", check=False)
+    res = podman("ps", "-a", "--filter", f"label={LABEL}", "--filter", f"label={INSTANCE_LABEL}",
+                 "--format", "json", check=False)
     if res.returncode != 0:
         return {}
     return {c["Names"][0]: c.get("State", "") for c in json.loads(res.stdout or "[]")}
@@ -99,7 +102,7 @@ def up(count):
         if state:
             podman("start", name)
         else:
-            argv = ["run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
+            argv = ["run", "-d", "--name", name, "--hostname", name, "--label", LABEL, "--label", INSTANCE_LABEL,
                     "--systemd=always", "--stop-signal", "SIGRTMIN+3", "--stop-timeout", "10"]
             podman(*argv, IMAGE, "/sbin/init")
         started.append(name)

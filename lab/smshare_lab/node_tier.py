@@ -1,37 +1,41 @@
 """The node tier (opt-in): kubelet + Debian containerd + runc + CNI bridge/host-local.
 
-Everything it creates is the lab's own: containerd on its own socket and root,
-kubelet with its own root dir, bridge `smshare-cni0`, pods in 10.244.0.0/24 without
-masquerading (no CNI iptables chains). `down` removes all of it: processes (by PID
-file, then shims and pod processes found through our socket and kubepods cgroups),
-mounts under our dirs and our network namespaces, kubepods cgroups, the KUBE-*
-iptables chains kubelet made, the bridge, and the dirs.
+Everything it creates is the lab instance's own (paths.INSTANCE): containerd on
+its own socket and root, kubelet with its own root dir, ports and cgroup root,
+bridge `smshare-cni<N>`, pods in 10.244.<N>.0/24 without masquerading (no CNI
+iptables chains; kubelet makes no iptables chains either), so several instances
+can run side by side. `down` removes all of it: processes (by PID file, then
+shims and pod processes found through our socket and cgroups), mounts under our
+dirs and our network namespaces, our cgroups, the bridge, and the dirs.
 """
 import hashlib
 import io
 import json
 import os
-import shlex
 import shutil
 import tarfile
 import time
 from pathlib import Path
 
 from . import pki, proc
-from .paths import KUBECONFIG, PKI, STATE
+from .paths import INSTANCE, KUBECONFIG, NAME, PKI, STATE, port
 from .util import LabError, run, wait_for
 
 NODE_NAME = "smshare-lab-node-01"
-LIB = Path("/var/lib/smshare-lab")
-RUNDIR = Path("/run/smshare-lab")
+LIB = Path(f"/var/lib/{NAME}")
+RUNDIR = Path(f"/run/{NAME}")
 CONF = STATE / "node-tier"
 SOCKET = RUNDIR / "containerd" / "containerd.sock"
-BRIDGE = "smshare-cni0"
+BRIDGE = f"smshare-cni{INSTANCE}"
 # kubelet refuses a loopback node IP; a port-less bridge with an unrouted address
 # keeps the kubelet local while the apiserver reaches it for logs and exec.
-NODE_LINK = "smshare-node0"
-NODE_IP = "10.243.255.1"
-POD_SUBNET = "10.244.0.0/24"
+NODE_LINK = f"smshare-node{INSTANCE}"
+NODE_IP = f"10.243.255.{1 + INSTANCE}"
+POD_SUBNET = f"10.244.{INSTANCE}.0/24"
+# The kubelet's pod cgroups live under this root in every hierarchy.
+CGROUP_ROOT = f"/{NAME}"
+KUBELET_PORT = port(10250)
+KUBELET_HEALTHZ_PORT = port(10248)
 PAUSE_IMAGE = "localhost/smshare-lab/pause:3.4"
 # A tiny image for test pods (sh, sleep, cat, ls, env, true from this host).
 TOOLS_IMAGE = "localhost/smshare-lab/tools:1"
@@ -40,8 +44,6 @@ BEFORE = CONF / "before.json"
 KUBELET_CLIENT = {f"kubelet-{NODE_NAME}": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth", None),
                   "kubelet-serving": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
                                       ["IP:127.0.0.1", f"DNS:{NODE_NAME}"])}
-IPTABLES = ("iptables", "ip6tables")
-TABLES = ("filter", "nat", "mangle")
 
 
 def _write(path, text):
@@ -96,9 +98,14 @@ def _kubelet_config():
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: {NODE_IP}
+port: {KUBELET_PORT}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: 10248
+healthzPort: {KUBELET_HEALTHZ_PORT}
+# Own cgroup root and no iptables chains: another lab instance's kubelet can
+# run beside this one, and `down` has nothing shared to clean.
+cgroupRoot: {CGROUP_ROOT}
+makeIPTablesUtilChains: false
 tlsCertFile: {PKI / 'kubelet-serving.crt'}
 tlsPrivateKeyFile: {PKI / 'kubelet-serving.key'}
 authentication:
@@ -195,16 +202,6 @@ def load_podman_image(ref):
         archive.unlink(missing_ok=True)
 
 
-def _iptables_chains():
-    chains = {}
-    for tool in IPTABLES:
-        for table in TABLES:
-            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
-            names = [line.split()[1] for line in res.stdout.splitlines() if line.startswith("-N ")]
-            chains[f"{tool}/{table}"] = names
-    return chains
-
-
 def _netns():
     return sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
 
@@ -214,7 +211,7 @@ def _record_before():
         return
     BEFORE.parent.mkdir(parents=True, exist_ok=True)
     BEFORE.write_text(json.dumps({
-        "iptables": _iptables_chains(), "netns": _netns(),
+        "netns": _netns(),
         "paths": {p: os.path.exists(p) for p in ("/var/log/pods", "/var/log/containers", "/run/containerd")},
     }))
 
@@ -238,6 +235,8 @@ def up(bins):
     _write(CONF / "kubelet.yaml", _kubelet_config())
     for path in (LIB, RUNDIR):
         path.mkdir(parents=True, exist_ok=True)
+    for base in _our_cgroups(create=True):
+        base.mkdir(exist_ok=True)
     if not _link_exists(NODE_LINK):
         run(["ip", "link", "add", NODE_LINK, "type", "bridge"], capture=True)   # no dummy module here
         run(["ip", "addr", "add", f"{NODE_IP}/32", "dev", NODE_LINK], capture=True)
@@ -321,13 +320,32 @@ def _cgroup_roots():
     return roots
 
 
-def _kubepods_dirs():
+def _our_cgroups(create=False):
+    """This instance's cgroup root in every writable hierarchy (existing ones
+    unless create)."""
     found = []
     for root in _cgroup_roots():
-        base = Path(root) / "kubepods"
-        if base.is_dir():
+        base = Path(root) / CGROUP_ROOT.lstrip("/")
+        if base.is_dir() or (create and os.access(root, os.W_OK)):
             found.append(base)
     return found
+
+
+def other_node_tiers():
+    """PIDs of kubelets of other lab instances (their root dirs are not ours)."""
+    ours = f"--root-dir={LIB / 'kubelet'}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"/kubelet") and any(a.startswith(b"--root-dir=/var/lib/smshare-lab")
+                                                          for a in argv) and ours not in argv:
+            pids.append(int(entry))
+    return pids
 
 
 def _stray_pids():
@@ -341,7 +359,7 @@ def _stray_pids():
                     pids.add(int(entry))
             except OSError:
                 pass
-    for base in _kubepods_dirs():
+    for base in _our_cgroups():
         for procs in base.rglob("cgroup.procs"):
             try:
                 pids.update(int(p) for p in procs.read_text().split())
@@ -349,29 +367,6 @@ def _stray_pids():
                 pass
     pids.discard(os.getpid())
     return pids
-
-
-def _remove_iptables_chains():
-    before = _before().get("iptables", {})
-    for tool in IPTABLES:
-        for table in TABLES:
-            keep = set(before.get(f"{tool}/{table}", []))
-            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
-            if res.returncode != 0:
-                continue
-            ours = [line.split()[1] for line in res.stdout.splitlines()
-                    if line.startswith("-N KUBE-") and line.split()[1] not in keep]
-            if not ours:
-                continue
-            for line in res.stdout.splitlines():
-                words = shlex.split(line)
-                if words[:1] == ["-A"] and words[1] not in ours and any(
-                        w in ours for w in words[2:]):
-                    run([tool, "-w", "-t", table, "-D", *words[1:]], check=False, capture=True)
-            for chain in ours:
-                run([tool, "-w", "-t", table, "-F", chain], check=False, capture=True)
-            for chain in ours:
-                run([tool, "-w", "-t", table, "-X", chain], check=False, capture=True)
 
 
 def down():
@@ -405,7 +400,7 @@ def down():
                 os.unlink(f"/run/netns/{name}")
             except OSError:
                 pass
-    for base in _kubepods_dirs():
+    for base in _our_cgroups():
         for sub in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
             try:
                 sub.rmdir()
@@ -415,12 +410,12 @@ def down():
             base.rmdir()
         except OSError:
             pass
-    _remove_iptables_chains()
     for link in (BRIDGE, NODE_LINK):
         if _link_exists(link):
             run(["ip", "link", "delete", link], check=False, capture=True)
     run(["rm", "-rf", "--one-file-system", str(LIB), str(RUNDIR)], check=False, capture=True)
-    paths = _before().get("paths", {})
+    # Shared with other instances' kubelets: removed only when none runs.
+    paths = {} if other_node_tiers() else _before().get("paths", {})
     for path in ("/var/log/pods", "/var/log/containers"):
         if not paths.get(path, True) and os.path.isdir(path):
             run(["rm", "-rf", "--one-file-system", path], check=False, capture=True)
@@ -434,12 +429,7 @@ def leftovers():
     found = []
     found += [f"link {link}" for link in (BRIDGE, NODE_LINK) if _link_exists(link)]
     found += [f"mount {p}" for p in _our_mounts()]
-    found += [f"cgroup {p}" for p in _kubepods_dirs()]
+    found += [f"cgroup {p}" for p in _our_cgroups()]
     found += [f"pid {p}" for p in _stray_pids()]
-    for tool in IPTABLES:
-        for table in TABLES:
-            res = run([tool, "-w", "-t", table, "-S"], check=False, capture=True)
-            found += [f"{tool} -t {table} chain {line.split()[1]}" for line in res.stdout.splitlines()
-                      if line.startswith("-N KUBE-")]
     found += [f"path {p}" for p in (LIB, RUNDIR) if p.exists()]
     return found

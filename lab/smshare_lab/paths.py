@@ -1,4 +1,12 @@
-"""Where the lab keeps its state, caches and sources."""
+"""Where the lab keeps its state, caches and sources, and the names and ports
+of this lab instance.
+
+Several labs can run on one machine (engineers sharing it, each in a clone of
+their own): SMSHARE_LAB_INSTANCE (0-9, default 0; scripts/env.sh reads it from
+a git-ignored `.lab-instance` file) gives each its own ports (default + 100 x
+instance), container and network names, node-tier folders and pod subnet.
+Instance 0 keeps the plain names and the well-known ports.
+"""
 import os
 from pathlib import Path
 
@@ -7,6 +15,25 @@ LAB_DIR = ROOT / "lab"
 STATE = Path(os.environ.get("SMSHARE_LAB_STATE", ROOT / ".lab"))
 CACHE = Path(os.environ.get("SMSHARE_LAB_CACHE", "/var/cache/smshare-lab"))
 INVENTORY = ROOT / "inventories" / "lab"
+
+
+def _instance():
+    raw = os.environ.get("SMSHARE_LAB_INSTANCE", "0").strip() or "0"
+    if not raw.isdigit() or not 0 <= int(raw) <= 9:
+        raise SystemExit(f"labctl: SMSHARE_LAB_INSTANCE must be a number from 0 to 9, got {raw!r}")
+    return int(raw)
+
+
+INSTANCE = _instance()
+# "" for instance 0, else the number: smshare-lab-gpu-01 / smshare-lab3-gpu-01.
+SUFFIX = str(INSTANCE) if INSTANCE else ""
+NAME = f"smshare-lab{SUFFIX}"
+
+
+def port(default):
+    """This instance's port for a service whose instance-0 port is `default`."""
+    return default + 100 * INSTANCE
+
 
 PKI = STATE / "pki"
 RUN = STATE / "run"          # PID files

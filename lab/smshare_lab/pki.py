@@ -1,13 +1,34 @@
 """The lab's PKI, made with openssl: one CA, server and client certificates, kubeconfigs."""
 import base64
 
-from .paths import KUBECONFIG, PKI, STATE
+import json
+import os
+
+from .paths import INSTANCE, KUBECONFIG, PKI, STATE, port
 from .util import run
 
-APISERVER_URL = "https://127.0.0.1:6443"
-APISERVER_SANS = ["IP:127.0.0.1", "IP:10.0.0.1", "DNS:localhost", "DNS:kubernetes",
-                  "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
+APISERVER_URL = f"https://127.0.0.1:{port(6443)}"
+# 10.0.0.1: the kubernetes Service; 10.244.N.1 and 10.243.255.(N+1): the node
+# tier's pod bridge and node address (node_tier.py); the podman gateway: what
+# GPU-node containers dial.
+APISERVER_SANS = ["IP:127.0.0.1", "IP:10.0.0.1", f"IP:10.244.{INSTANCE}.1", f"IP:10.243.255.{1 + INSTANCE}",
+                  "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
                   "DNS:kubernetes.default.svc.cluster.local"]
+
+
+def podman_gateway():
+    """The default podman network's gateway (how containers reach this machine), or None."""
+    res = run(["podman", "network", "inspect", os.environ.get("SMSHARE_APT_NETWORK", "podman")],
+              check=False, capture=True)
+    try:
+        return json.loads(res.stdout)[0]["subnets"][0]["gateway"]
+    except (ValueError, LookupError, TypeError):
+        return None
+
+
+def apiserver_url_for_containers():
+    gateway = podman_gateway()
+    return f"https://{gateway}:{port(6443)}" if gateway else None
 
 # name -> (subject, extended key usage, SANs)
 CLIENTS = {
@@ -52,7 +73,9 @@ def ensure(extra_clients=None):
                  "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
         (PKI / "ca.key").chmod(0o600)
-    _cert("apiserver", "/CN=kube-apiserver", "serverAuth", APISERVER_SANS)
+    gateway = podman_gateway()
+    _cert("apiserver", "/CN=kube-apiserver", "serverAuth",
+          APISERVER_SANS + ([f"IP:{gateway}"] if gateway else []))
     for name, (subject, usage, sans) in {**CLIENTS, **(extra_clients or {})}.items():
         _cert(name, subject, usage, sans)
     if not (PKI / "sa.key").is_file():

@@ -15,12 +15,12 @@
 #
 # Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
 # debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
-# apt at it. Env: SMSHARE_APT_PORT (18615), SMSHARE_APT_NETWORK (podman),
+# apt at it. Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK (podman),
 # SMSHARE_APT_STATE (.lab/apt under the repository root).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 state=${SMSHARE_APT_STATE:-$root/.lab/apt}
-port=${SMSHARE_APT_PORT:-18615}
+port=${SMSHARE_APT_PORT:-$((18615 + 100 * ${SMSHARE_LAB_INSTANCE:-0}))}
 network=${SMSHARE_APT_NETWORK:-podman}
 pidfile=$state/server.pid
 here=$root/lab/standin/apt

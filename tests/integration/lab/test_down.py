@@ -65,14 +65,18 @@ def test_down_leaves_nothing_behind(lab):
     assert not {n for n in netns_after - netns_before if n.startswith("cni-")}
     assert node_tier.leftovers() == []
     mounts = Path("/proc/self/mountinfo").read_text()
-    assert "/var/lib/smshare-lab" not in mounts and "/run/smshare-lab" not in mounts
+    assert f"{node_tier.LIB} " not in mounts and f"{node_tier.RUNDIR} " not in mounts
+    assert f"{node_tier.LIB}/" not in mounts and f"{node_tier.RUNDIR}/" not in mounts
     links = subprocess.run(["ip", "-o", "link", "show"], text=True, capture_output=True, check=True).stdout
     assert node_tier.BRIDGE not in links
+    # The kubelet is told to make no iptables chains (other instances share the tables).
     for tool in ("iptables", "ip6tables"):
         for table in ("filter", "nat", "mangle"):
             rules = subprocess.run([tool, "-w", "-t", table, "-S"], text=True, capture_output=True, check=False).stdout
             assert "KUBE-" not in rules, f"{tool} -t {table}:\n{rules}"
-    ps = subprocess.run(["podman", "ps", "-a", "--filter", "label=io.smshare.lab=gpu-node", "--format", "json"],
+    from smshare_lab import gpu_nodes
+    ps = subprocess.run(["podman", "ps", "-a", "--filter", "label=io.smshare.lab=gpu-node",
+                         "--filter", f"label={gpu_nodes.INSTANCE_LABEL}", "--format", "json"],
                         text=True, capture_output=True, check=True, env=lab.env)
     assert json.loads(ps.stdout or "[]") == []
     status = lab.labctl("status")

@@ -6,6 +6,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
 
@@ -48,6 +49,7 @@ def test_generated_inventory_vars_and_vault(tmp_path, monkeypatch):
     monkeypatch.setattr(inventory, "VAULT_PASS", tmp_path / "state" / "vault-pass")
     monkeypatch.setattr(inventory, "VAULT_STAMP", tmp_path / "state" / "vault.sha256")
     monkeypatch.setattr(inventory, "GENERATED", tmp_path / "gv")
+    monkeypatch.setattr(inventory, "HOSTS", tmp_path / "hosts.yml")
     monkeypatch.setattr(inventory, "LAB_VARS", tmp_path / "gv" / "lab.yml")
     monkeypatch.setattr(inventory, "VAULT_FILE", tmp_path / "gv" / "vault.yml")
     reg = {"address": "127.0.0.1:5443", "ca": "/x/ca.crt", "username": "u", "password": "s3cret-'quote"}
@@ -67,3 +69,30 @@ def test_generated_inventory_vars_and_vault(tmp_path, monkeypatch):
                           text=True, capture_output=True, check=False)
     assert view.returncode == 0, view.stderr
     assert "s3cret-'quote" in view.stdout
+    inventory.write_nodes(["smshare-lab3-gpu-01", "smshare-lab3-gpu-02"])
+    hosts = yaml.safe_load((tmp_path / "hosts.yml").read_text())
+    assert list(hosts["all"]["children"]["gpu_nodes"]["hosts"]) == ["smshare-lab3-gpu-01", "smshare-lab3-gpu-02"]
+
+
+def test_instance_names_and_ports(monkeypatch):
+    """Instance N: ports moved by 100 x N, names with N; instance 0 keeps the plain ones."""
+    script = ("from smshare_lab import paths, control_plane, node_tier, gpu_nodes, pki; "
+              "print(paths.NAME, control_plane.ETCD_PORT, control_plane.PORTS['kube-apiserver'], "
+              "pki.APISERVER_URL, node_tier.LIB, node_tier.BRIDGE, node_tier.POD_SUBNET, "
+              "node_tier.CGROUP_ROOT, gpu_nodes.NAME_PREFIX, gpu_nodes.INSTANCE_LABEL)")
+    lab_dir = str(Path(__file__).resolve().parents[3] / "lab")
+
+    def names(instance):
+        env = {"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCE": instance}
+        return subprocess.run([sys.executable, "-c", script], cwd=lab_dir, env=env, text=True,
+                              capture_output=True, check=True).stdout.split()
+
+    assert names("0") == ["smshare-lab", "2379", "6443", "https://127.0.0.1:6443", "/var/lib/smshare-lab",
+                          "smshare-cni0", "10.244.0.0/24", "/smshare-lab", "smshare-lab-gpu-",
+                          "io.smshare.lab.instance=0"]
+    assert names("3") == ["smshare-lab3", "2679", "6743", "https://127.0.0.1:6743", "/var/lib/smshare-lab3",
+                          "smshare-cni3", "10.244.3.0/24", "/smshare-lab3", "smshare-lab3-gpu-",
+                          "io.smshare.lab.instance=3"]
+    bad = subprocess.run([sys.executable, "-c", "import smshare_lab.paths"], cwd=lab_dir, text=True,
+                         capture_output=True, env={"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCE": "12"})
+    assert bad.returncode != 0 and "0 to 9" in bad.stderr
