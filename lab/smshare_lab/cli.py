@@ -9,7 +9,7 @@ import shutil
 import time
 
 from . import build as kbuild
-from . import control_plane, forks, gpu_nodes, inventory, pki, proc, registry
+from . import control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry
 from . import node_tier
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
@@ -90,6 +90,10 @@ def cmd_up(args):
     _link_tools(bins)
     timings["control plane"] = time.monotonic() - step
 
+    step = time.monotonic()
+    changes += fleet.up(nodes)
+    timings["fleet agents"] = time.monotonic() - step
+
     kube_nodes = []
     if args.nodes:
         step = time.monotonic()
@@ -156,8 +160,13 @@ def status_rows():
         rows.append((name, control_plane.healthy(name), proc.pid_of(name) or "-", ""))
     ok, detail = registry.status()
     rows.append(("registry", ok, "-", detail))
+    running = []
     for name, healthy, detail in gpu_nodes.status():
         rows.append((f"gpu node {name}", healthy, "-", detail))
+        if detail == "running":
+            running.append(name)
+    for name, healthy, detail in fleet.status(running):
+        rows.append((name, healthy, "-", detail))
     if facts.get("standin_apt_url"):
         ok, detail = gpu_nodes.standin_apt_status()
         rows.append(("stand-in NVIDIA apt repository", ok, "-", detail))

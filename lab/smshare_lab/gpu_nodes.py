@@ -102,8 +102,11 @@ def up(count):
         if state:
             podman("start", name)
         else:
+            # --restart=always: a reboot inside (systemd's reboot ends the container) starts
+            # it again, as a machine comes back; `podman stop` still stops it for good.
             argv = ["run", "-d", "--name", name, "--hostname", name, "--label", LABEL, "--label", INSTANCE_LABEL,
-                    "--systemd=always", "--stop-signal", "SIGRTMIN+3", "--stop-timeout", "10"]
+                    "--systemd=always", "--stop-signal", "SIGRTMIN+3", "--stop-timeout", "10",
+                    "--restart=always"]
             podman(*argv, IMAGE, "/sbin/init")
         started.append(name)
     deadline = time.monotonic() + 90
