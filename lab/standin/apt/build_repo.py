@@ -9,8 +9,12 @@ Two branches (580 and 615), a flat repository per distro id
 signed by a key generated once under <out>/gnupg, and a cuda-keyring .deb
 whose sources entry points at <url>/<distro>/x86_64/.
 
-Usage: build_repo.py --out .lab/apt --url http://10.88.0.1:18615
+Usage: build_repo.py --out .lab/apt --url http://10.88.0.1:18615 [--broken 615.71.09]
 Prints the repository root. Rebuilds only when its inputs changed.
+--broken VERSION (the lab's misbehaviour switch, `repo.sh break VERSION`):
+that driver version's kernel module package refuses to install (its preinst
+fails as a failed module build would), so `apt-get install` of the driver
+fails with dpkg's error and the host keeps its old driver loaded.
 """
 import argparse
 import gzip
@@ -124,6 +128,14 @@ JSON
 fi
 """
 
+BROKEN_PREINST = """#!/bin/sh
+# Lab stand-in of a broken driver build (lab/standin/apt/repo.sh break %(version)s).
+echo "Error! Bad return status for module build on kernel: $(uname -r) (x86_64)" >&2
+echo "Consult /var/lib/dkms/nvidia/%(version)s/build/make.log for more information." >&2
+echo "(lab stand-in: nvidia-dkms %(version)s was published broken: repo.sh break)" >&2
+exit 1
+"""
+
 DRIVER_PRERM = """#!/bin/sh
 set -e
 if [ "$1" = remove ]; then
@@ -207,7 +219,7 @@ DEFAULT_GPUS = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB",
                 "nvswitches": 0}
 
 
-def branch_packages(pool, branch):
+def branch_packages(pool, branch, broken=()):
     driver, cuda = BRANCHES[branch]
     version = driver + REVISION
 
@@ -235,8 +247,9 @@ def branch_packages(pool, branch):
                   {"/lib/systemd/system/nvidia-standin-load.service": (LOAD_UNIT, 0o644)},
                   "NVIDIA open kernel module (DKMS)",
                   depends=[exact("libnvidia-compute-%d" % branch)], virtual="nvidia-dkms-kernel",
-                  scripts={"postinst": DRIVER_POSTINST % {"gpus": json.dumps(DEFAULT_GPUS, indent=2)},
-                           "prerm": DRIVER_PRERM}),
+                  scripts=dict({"postinst": DRIVER_POSTINST % {"gpus": json.dumps(DEFAULT_GPUS, indent=2)},
+                                "prerm": DRIVER_PRERM},
+                               **({"preinst": BROKEN_PREINST % {"version": driver}} if driver in broken else {}))),
         build_deb(pool, "nvidia-driver-%d-open" % branch, version, "amd64", {},
                   "NVIDIA driver metapackage, open kernel module",
                   depends=[exact(n) for n in ("nvidia-dkms-%d-open" % branch, "nvidia-utils-%d" % branch,
@@ -318,8 +331,8 @@ def write_index(folder, gnupg):
     gpg(gnupg, "-abs", "-o", os.path.join(folder, "Release.gpg"), os.path.join(folder, "Release"))
 
 
-def inputs_hash(url):
-    digest = hashlib.sha256(url.encode())
+def inputs_hash(url, broken=()):
+    digest = hashlib.sha256((url + " broken:" + ",".join(sorted(broken))).encode())
     for path in (__file__, tool("nvidia-smi"), tool("nvidia-cuda-mps-control")):
         digest.update(path.encode())
         digest.update(open(path, "rb").read())
@@ -331,11 +344,13 @@ def main():
     parser.add_argument("--out", required=True, help="state folder (repo/ and gnupg/ land here)")
     parser.add_argument("--url", required=True, help="base URL the containers reach the repo at")
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--broken", action="append", default=[], metavar="VERSION",
+                        help="publish this driver version broken (its module package fails to install)")
     args = parser.parse_args()
     out = os.path.abspath(args.out)
     repo = os.path.join(out, "repo")
     stamp = os.path.join(out, "repo.stamp")
-    wanted = inputs_hash(args.url)
+    wanted = inputs_hash(args.url, args.broken)
     if not args.force and os.path.exists(stamp) and open(stamp).read().strip() == wanted:
         print(repo)
         return 0
@@ -345,7 +360,7 @@ def main():
     os.makedirs(pool)
     debs = []
     for branch in sorted(BRANCHES):
-        debs += branch_packages(pool, branch)
+        debs += branch_packages(pool, branch, args.broken)
     for distro in DISTROS:
         folder = os.path.join(staging, distro, ARCH_DIR)
         os.makedirs(folder)

@@ -12,6 +12,10 @@
 #   lab/standin/apt/repo.sh ensure       serve it without a hold (a Molecule prepare run by hand)
 #   lab/standin/apt/repo.sh url          print the base URL (http://GATEWAY:PORT)
 #   lab/standin/apt/repo.sh status       exit 0 when the server answers
+#   lab/standin/apt/repo.sh break VER    publish driver version VER broken (its kernel module
+#                                        package fails to install), rebuild; the server keeps serving
+#   lab/standin/apt/repo.sh fix VER      publish VER working again, rebuild
+#   lab/standin/apt/repo.sh broken       list the versions published broken
 #
 # Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
 # debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
@@ -49,7 +53,16 @@ running() {
     echo "$pid" > "$pidfile"
 }
 
-build() { mkdir -p "$state"; python3 "$here/build_repo.py" --out "$state" --url "$(url)"; }
+# The misbehaviour switch: driver versions published broken, one per line.
+broken_file=$state/broken
+broken_args() { local v; [[ -s "$broken_file" ]] || return 0; while read -r v; do [[ -n "$v" ]] && printf -- '--broken\n%s\n' "$v"; done < "$broken_file"; }
+build() {
+    mkdir -p "$state"
+    local extra=()
+    mapfile -t extra < <(broken_args)
+    python3 "$here/build_repo.py" --out "$state" --url "$(url)" "${extra[@]}"
+}
+version_arg() { [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)+$ ]] || { echo "usage: repo.sh break|fix VERSION (e.g. 615.71.09)" >&2; exit 2; }; }
 
 # Before the first container the bridge (and its address) does not exist yet:
 # then a live server process is all there is to check.
@@ -100,5 +113,10 @@ case "${1:-}" in
     stop) rm -f "$state/holds/started"; stop_if_unheld ;;
     hold) pid_arg "${2:-}"; mkdir -p "$state/holds" && touch "$state/holds/$2" && serve ;;
     release) pid_arg "${2:-}"; rm -f "$state/holds/$2"; stop_if_unheld ;;
-    *) sed -n '2,22p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    break) version_arg "${2:-}"; { [[ -f "$broken_file" ]] && grep -vx -- "$2" "$broken_file"; echo "$2"; } > "$broken_file.new" || true
+           mv "$broken_file.new" "$broken_file"; build >/dev/null; echo "published $2 broken" ;;
+    fix) version_arg "${2:-}"; { [[ -f "$broken_file" ]] && grep -vx -- "$2" "$broken_file"; } > "$broken_file.new" || true
+         mv "$broken_file.new" "$broken_file"; build >/dev/null; echo "published $2 working" ;;
+    broken) [[ -f "$broken_file" ]] && cat "$broken_file"; true ;;
+    *) sed -n '2,26p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac
