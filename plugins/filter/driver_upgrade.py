@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""The rollout plan of a fleet driver upgrade (documentation: driver_upgrade_plan.yml).
+
+A pure function of what the fleet shows (each node's loaded driver branch, its
+Kubernetes Node) and the policy (target branch, batch size, maximum of
+unavailable nodes): which nodes to upgrade, in which order, in batches of
+which sizes, and which to leave alone and why. The playbook turns the order
+into a host group and the sizes into `serial`.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import math
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# The GPU Operator's upgrade states (its label nvidia.com/gpu-driver-upgrade-state),
+# in the order a node goes through them.
+STATES = ["upgrade-required", "cordon-required", "wait-for-jobs-required", "pod-deletion-required",
+          "drain-required", "pod-restart-required", "validation-required", "uncordon-required",
+          "upgrade-done"]
+FAILED = "upgrade-failed"
+STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
+INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+# Ours: the branch a rollout moves the node to, from its first step until it is
+# uncordoned; a re-run finishes every node that still carries it.
+TARGET_ANNOTATION = "smshare.kai/driver-upgrade-target"
+COUNT = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
+
+
+def _amount(value, name):
+    """(number, is_percent) from 2, "2" or "25%"."""
+    if isinstance(value, bool):
+        raise AnsibleFilterError("driver_upgrade_plan: %s must be a count or a percentage, got %r" % (name, value))
+    match = COUNT.match(str(value))
+    if not match or int(match.group(1)) <= 0 or (match.group(2) and int(match.group(1)) > 100):
+        raise AnsibleFilterError("driver_upgrade_plan: %s must be a count above 0 (2) or a percentage "
+                                 "from 1%% to 100%% (25%%), got %r" % (name, value))
+    return int(match.group(1)), bool(match.group(2))
+
+
+def resolve_serial(value, rollout):
+    """Batch size: a count, or a percentage of the nodes to upgrade (rounded down, at least 1)."""
+    number, percent = _amount(value, "serial")
+    return max(1, rollout * number // 100) if percent else number
+
+
+def resolve_max_unavailable(value, total):
+    """Maximum of unavailable GPU nodes: a count, or a percentage of all of them (rounded up,
+    at least 1), as the GPU Operator's maxUnavailable."""
+    number, percent = _amount(value, "max_unavailable")
+    return max(1, int(math.ceil(total * number / 100.0))) if percent else number
+
+
+def _ready(node):
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def _meta(node, key):
+    return ((node.get("metadata") or {}).get(key)) or {}
+
+
+def node_view(host, node, loaded_branch, branch):
+    """What the plan needs to know of one node."""
+    labels, annotations = _meta(node, "labels"), _meta(node, "annotations")
+    state = labels.get(STATE_LABEL, "")
+    marker = annotations.get(TARGET_ANNOTATION)
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    in_progress = marker is not None or state == FAILED or state in STATES[:-1]
+    if in_progress and marker == str(branch) and state in STATES:
+        resume = state
+    else:   # failed, started by hand or by the operator, or towards another branch: from the start
+        resume = STATES[0]
+    if in_progress:
+        # Cordoned by the rollout itself: the annotation says how the node was before.
+        before = INITIAL_STATE_ANNOTATION in annotations
+    else:
+        before = unschedulable
+    return {
+        "host": host, "node": node["metadata"]["name"], "state": state, "loaded_branch": loaded_branch,
+        "unschedulable": unschedulable, "unavailable": unschedulable or not _ready(node),
+        "unschedulable_before": before, "in_progress": in_progress, "resume_from": resume,
+        "skip_label": str(labels.get(SKIP_LABEL, "")).lower() == "true",
+        "annotations": dict(annotations),
+    }
+
+
+def driver_upgrade_node(node, host, loaded_branch, branch):
+    """One node's view (where its upgrade resumes, whether it was unschedulable before)."""
+    if not node:
+        raise AnsibleFilterError("driver_upgrade_node: no Kubernetes Node for %s. Nothing was changed." % host)
+    return node_view(host, node, loaded_branch, int(branch))
+
+
+def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
+    """fleet: [{host, node_name, loaded_branch (int or None)}] of every GPU node; nodes: the
+    cluster's Node objects.
+
+    Returns {order, batches, serial, max_unavailable, unavailable, nodes, skipped}; raises with a
+    message that says what to do when no rollout is possible."""
+    try:
+        branch = int(branch)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("driver_upgrade_plan: branch must be a number, got %r" % (branch,))
+    by_name = {n.get("metadata", {}).get("name"): n for n in nodes or []}
+    missing = ["%s (%s)" % (e["host"], e["node_name"]) for e in fleet if e.get("node_name") not in by_name]
+    if missing:
+        raise AnsibleFilterError(
+            "no Kubernetes Node for %s: each GPU node's Node name is driver_upgrade_node_name "
+            "(default: the inventory name). Nothing was changed." % ", ".join(missing))
+    views = [node_view(e["host"], by_name[e["node_name"]], e.get("loaded_branch"), branch) for e in fleet]
+    total = len(views)
+    limit = resolve_max_unavailable(max_unavailable, total)
+    plan_nodes, skipped, wanted = {}, [], []
+    for view in views:
+        plan_nodes[view["host"]] = view
+        if view["skip_label"]:
+            view["action"], view["reason"] = "skip", "labelled %s=true" % SKIP_LABEL
+        elif view["in_progress"]:
+            view["action"], view["reason"] = "resume", "resumes at %s" % view["resume_from"]
+        elif view["loaded_branch"] == branch:
+            view["action"], view["reason"] = "skip", "already on branch %d" % branch
+        else:
+            view["action"] = "upgrade"
+            view["reason"] = "loaded branch %s" % (view["loaded_branch"] or "none")
+        if view["action"] == "skip":
+            skipped.append(view["host"])
+        else:
+            wanted.append(view)
+    size = resolve_serial(serial, len(wanted)) if wanted else 0
+    # Nodes the rollout already holds go first, then nodes already out of service
+    # (they cost no more availability), then the rest in inventory order.
+    queue = [v for v in wanted if v["in_progress"]] + \
+        [v for v in wanted if not v["in_progress"] and v["unavailable"]] + \
+        [v for v in wanted if not v["in_progress"] and not v["unavailable"]]
+    unavailable = {v["host"] for v in views if v["unavailable"]}
+    at_start = sorted(unavailable)
+    order, batches = [], []
+    while queue:
+        batch, used = [], set(unavailable)
+        for view in queue:
+            if len(batch) == size:
+                break
+            if view["host"] in unavailable:
+                batch.append(view)
+            elif len(used) + 1 <= limit:
+                batch.append(view)
+                used.add(view["host"])
+        if not batch:
+            raise AnsibleFilterError(
+                "cannot start the next batch: %d GPU node(s) are unavailable (%s) and at most %d may be "
+                "(driver_upgrade_max_unavailable %s). Uncordon or repair them, or allow more. %d node(s) "
+                "still need the upgrade: %s. Nothing more was changed."
+                % (len(unavailable), ", ".join(sorted(unavailable)), limit, max_unavailable, len(queue),
+                   ", ".join(v["host"] for v in queue)))
+        order += [v["host"] for v in batch]
+        batches.append(len(batch))
+        done = {v["host"] for v in batch}
+        queue = [v for v in queue if v["host"] not in done]
+        # After its batch a node is back in service unless it was out of it before.
+        unavailable = (unavailable - done) | {v["host"] for v in batch if v["unschedulable_before"]}
+    return {"order": order, "batches": batches, "serial": size, "max_unavailable": limit,
+            "unavailable": at_start, "nodes": plan_nodes, "skipped": skipped}
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node}
