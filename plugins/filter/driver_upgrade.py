@@ -29,14 +29,14 @@ INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.uns
 # Ours: the branch a rollout moves the node to, from its first step until it is
 # uncordoned; a re-run finishes every node that still carries it.
 TARGET_ANNOTATION = "smshare.kai/driver-upgrade-target"
-COUNT = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
+COUNT = re.compile(r"([0-9]+)(%?)")
 
 
 def _amount(value, name):
     """(number, is_percent) from 2, "2" or "25%"."""
     if isinstance(value, bool):
         raise AnsibleFilterError("driver_upgrade_plan: %s must be a count or a percentage, got %r" % (name, value))
-    match = COUNT.match(str(value))
+    match = COUNT.fullmatch(str(value))
     if not match or int(match.group(1)) <= 0 or (match.group(2) and int(match.group(1)) > 100):
         raise AnsibleFilterError("driver_upgrade_plan: %s must be a count above 0 (2) or a percentage "
                                  "from 1%% to 100%% (25%%), got %r" % (name, value))

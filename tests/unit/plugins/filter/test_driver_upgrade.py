@@ -1,0 +1,149 @@
+# Apache-2.0
+"""The rollout plan: which nodes, in which order and batches, and why others are left alone."""
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.smshare.kai.plugins.filter import driver_upgrade as du
+
+REPO = Path(__file__).resolve().parents[4]
+STATE = du.STATE_LABEL
+
+
+def node(name, unschedulable=False, ready=True, labels=None, annotations=None):
+    return {"metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+            "spec": {"unschedulable": True} if unschedulable else {},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def fleet(*entries):
+    """entries: (name, loaded branch, Node); returns (fleet, nodes) as the role passes them."""
+    return ([{"host": name, "node_name": name, "loaded_branch": branch} for name, branch, _ in entries],
+            [n for _, _, n in entries])
+
+
+def plan(entries, serial=1, max_unavailable="25%", branch=615):
+    hosts, nodes = fleet(*entries)
+    return du.driver_upgrade_plan(hosts, nodes, branch, serial, max_unavailable)
+
+
+def four_on_580(**overrides):
+    return [(f"n{i}", 580, overrides.get(f"n{i}", node(f"n{i}"))) for i in range(1, 5)]
+
+
+def test_nodes_on_the_branch_are_left_alone():
+    result = plan([("a", 615, node("a")), ("b", 615, node("b"))])
+    assert result["order"] == [] and result["batches"] == []
+    assert result["skipped"] == ["a", "b"]
+    assert result["nodes"]["a"]["reason"] == "already on branch 615"
+
+
+def test_batches_of_two_within_two_unavailable():
+    result = plan(four_on_580() + [("n5", 615, node("n5"))], serial=2, max_unavailable=2)
+    assert result["order"] == ["n1", "n2", "n3", "n4"]
+    assert result["batches"] == [2, 2]
+    assert result["skipped"] == ["n5"]
+
+
+def test_a_cordoned_node_goes_first_and_keeps_its_slot_after():
+    # n3 was cordoned by someone: it costs no new slot, but it stays cordoned
+    # after its upgrade, so every later batch has one slot less.
+    result = plan(four_on_580(n3=node("n3", unschedulable=True)), serial=2, max_unavailable=2)
+    assert result["order"] == ["n3", "n1", "n2", "n4"]
+    assert result["batches"] == [2, 1, 1]
+    assert result["unavailable"] == ["n3"]
+    assert result["nodes"]["n3"]["unschedulable_before"] is True
+    assert result["nodes"]["n1"]["unschedulable_before"] is False
+
+
+def test_unavailable_nodes_outside_the_rollout_count():
+    entries = four_on_580() + [("n5", 615, node("n5", ready=False))]
+    result = plan(entries, serial=2, max_unavailable=2)
+    assert result["batches"] == [1, 1, 1, 1]
+
+
+def test_no_slot_left_is_refused_with_what_to_do():
+    entries = four_on_580() + [("n5", 615, node("n5", unschedulable=True)),
+                               ("n6", 615, node("n6", ready=False))]
+    with pytest.raises(AnsibleFilterError) as err:
+        plan(entries, serial=2, max_unavailable=2)
+    text = str(err.value)
+    assert "n5, n6" in text and "at most 2" in text and "Nothing more was changed" in text
+
+
+def test_skip_label():
+    result = plan(four_on_580(n2=node("n2", labels={du.SKIP_LABEL: "true"})), serial=4, max_unavailable=4)
+    assert "n2" not in result["order"] and "n2" in result["skipped"]
+    assert du.SKIP_LABEL in result["nodes"]["n2"]["reason"]
+
+
+def test_an_interrupted_node_resumes_first_where_it_stopped():
+    stopped = node("n4", unschedulable=True, labels={STATE: "drain-required"},
+                   annotations={du.TARGET_ANNOTATION: "615"})
+    result = plan(four_on_580(n4=stopped), serial=1, max_unavailable=1)
+    assert result["order"][0] == "n4"
+    view = result["nodes"]["n4"]
+    assert view["action"] == "resume" and view["resume_from"] == "drain-required"
+    # Cordoned by the rollout, not before it: uncordoned at the end.
+    assert view["unschedulable_before"] is False
+    assert result["batches"] == [1, 1, 1, 1]
+
+
+def test_a_node_already_on_the_branch_but_not_finished_is_finished():
+    # Killed after its reboot: the driver is new, the node still cordoned.
+    stopped = node("n1", unschedulable=True, labels={STATE: "upgrade-done"},
+                   annotations={du.TARGET_ANNOTATION: "615"})
+    result = plan([("n1", 615, stopped), ("n2", 615, node("n2"))])
+    assert result["order"] == ["n1"]
+    assert result["nodes"]["n1"]["resume_from"] == "upgrade-done"
+
+
+def test_a_failed_node_starts_over_and_remembers_it_was_cordoned_before():
+    failed = node("n1", unschedulable=True, labels={STATE: "upgrade-failed"},
+                  annotations={du.TARGET_ANNOTATION: "615", du.INITIAL_STATE_ANNOTATION: "true"})
+    view = plan(four_on_580(n1=failed), serial=2, max_unavailable=2)["nodes"]["n1"]
+    assert view["resume_from"] == "upgrade-required"
+    assert view["unschedulable_before"] is True
+
+
+def test_a_node_moving_to_another_branch_starts_over():
+    other = node("n1", unschedulable=True, labels={STATE: "validation-required"},
+                 annotations={du.TARGET_ANNOTATION: "620"})
+    assert plan(four_on_580(n1=other))["nodes"]["n1"]["resume_from"] == "upgrade-required"
+
+
+@pytest.mark.parametrize("serial, count, expected", [(2, 4, 2), ("2", 4, 2), ("50%", 4, 2),
+                                                     ("10%", 4, 1), ("100%", 3, 3)])
+def test_serial(serial, count, expected):
+    assert du.resolve_serial(serial, count) == expected
+
+
+@pytest.mark.parametrize("value, total, expected", [(2, 5, 2), ("25%", 5, 2), ("25%", 4, 1),
+                                                    ("1%", 1, 1), ("100%", 5, 5)])
+def test_max_unavailable_rounds_up_like_the_operator(value, total, expected):
+    assert du.resolve_max_unavailable(value, total) == expected
+
+
+@pytest.mark.parametrize("bad", [0, "0", "-1", "150%", "0%", "two", "", None, True, "2 %%", "2\n"])
+def test_bad_amounts_are_refused(bad):
+    with pytest.raises(AnsibleFilterError) as err:
+        du.resolve_serial(bad, 4)
+    assert "serial must be a count" in str(err.value)
+
+
+def test_a_host_without_a_node_is_refused():
+    hosts, nodes = fleet(("a", 580, node("a")))
+    hosts.append({"host": "b", "node_name": "b.example", "loaded_branch": 580})
+    with pytest.raises(AnsibleFilterError) as err:
+        du.driver_upgrade_plan(hosts, nodes, 615)
+    assert "b (b.example)" in str(err.value) and "driver_upgrade_node_name" in str(err.value)
+
+
+def test_the_role_and_the_filter_name_the_same_states_and_keys():
+    role_vars = yaml.safe_load((REPO / "roles" / "driver_upgrade" / "vars" / "main.yml").read_text())
+    assert role_vars["__driver_upgrade_states"] == du.STATES
+    assert role_vars["__driver_upgrade_state_label"] == du.STATE_LABEL
+    assert role_vars["__driver_upgrade_initial_annotation"] == du.INITIAL_STATE_ANNOTATION
+    assert role_vars["__driver_upgrade_target_annotation"] == du.TARGET_ANNOTATION
