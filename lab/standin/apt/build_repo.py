@@ -40,6 +40,9 @@ REVISION = "-1"
 KEYRING_VERSION = "1.1-1"
 KEYRING_PATH = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 MAINTAINER = "smshare lab stand-in <lab@smshare.invalid>"
+# Reproducible .debs: the same inputs give the same bytes, so hosts whose apt
+# lists predate a rebuild (repo.sh break/fix) still verify every other package.
+DEB_ENV = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
 # Every package the pinning packages cover.
 PINNED = ("nvidia-driver-open nvidia-driver-*-open nvidia-dkms-*-open nvidia-utils-* "
           "nvidia-compute-utils-* libnvidia-compute-* nvidia-fabricmanager")
@@ -93,7 +96,7 @@ def build_deb(pool, name, version, arch, files, description, depends=None,
             write(os.path.join(root, "DEBIAN", "conffiles"), "\n".join(conffiles) + "\n")
         target = os.path.join(pool, "%s_%s_%s.deb" % (name, version, arch))
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, target],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=DEB_ENV)
         return target
     finally:
         shutil.rmtree(root)
@@ -287,7 +290,7 @@ def keyring_deb(pool, distro, url, key_bytes):
               % (KEYRING_VERSION, MAINTAINER))
         target = os.path.join(pool, "cuda-keyring_%s_all.deb" % KEYRING_VERSION)
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, target],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=DEB_ENV)
         return target
     finally:
         shutil.rmtree(root)
