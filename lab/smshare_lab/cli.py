@@ -9,7 +9,7 @@ import shutil
 import time
 
 from . import build as kbuild
-from . import control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry
+from . import charts, control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry
 from . import node_tier
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
@@ -18,7 +18,7 @@ FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "inventory", "lab.json")
+          "inventory", "lab.json", "charts")
 
 
 def _env_flag(name):
@@ -64,11 +64,12 @@ def cmd_up(args):
     timings["pki+etcd"] = time.monotonic() - step
 
     step = time.monotonic()
-    say("registry (lab/registry.sh) and stand-in fork repositories")
+    say("registry (lab/registry.sh), stand-in fork repositories, stand-in chart repository")
     if registry.available() and not registry.status()[0]:
         changes.append("registry")
     reg = registry.up()
     stand_in_forks = forks.up()
+    chart_repo = charts.up()
     timings["registry+forks"] = time.monotonic() - step
 
     step = time.monotonic()
@@ -105,14 +106,14 @@ def cmd_up(args):
     elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
         kube_nodes = [node_tier.NODE_NAME]
 
-    inventory.write(reg, apt_url, stand_in_forks)
+    inventory.write(reg, apt_url, stand_in_forks, chart_repo)
     generated_inventory = inventory.write_nodes(nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
         # The same apiserver as GPU-node containers dial it (podman gateway).
         "apiserver_for_containers": pki.apiserver_url_for_containers(),
         "bin_dir": str(bins), "kubernetes_package_version": version,
-        "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url,
+        "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url, "chart_repo_url": chart_repo,
         "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes,
         "vault_password_file": str(VAULT_PASS),
         "inventory": [str(ROOT / "inventories" / "lab"), str(generated_inventory)],
@@ -160,6 +161,9 @@ def status_rows():
         rows.append((name, control_plane.healthy(name), proc.pid_of(name) or "-", ""))
     ok, detail = registry.status()
     rows.append(("registry", ok, "-", detail))
+    if facts.get("chart_repo_url"):
+        ok, detail = charts.status()
+        rows.append(("stand-in chart repository", ok, proc.pid_of(charts.NAME) or "-", detail))
     running = []
     for name, healthy, detail in gpu_nodes.status():
         rows.append((f"gpu node {name}", healthy, "-", detail))

@@ -4,7 +4,7 @@ inventories/lab holds what never changes (groups, connection settings, the
 shared knobs); a running lab adds what only it knows, all under .lab/:
   .lab/vault-pass                                     the vault password (random, 0600)
   .lab/inventory/hosts.yml                            this instance's GPU-node containers
-  .lab/inventory/group_vars/smshare_lab/lab.yml       registry address and CA, apt URL, forks
+  .lab/inventory/group_vars/smshare_lab/lab.yml       registry address and CA, apt and chart URLs, forks
   .lab/inventory/group_vars/smshare_lab/vault.yml     registry credentials, Ansible Vault
 Plays use both: -i inventories/lab -i .lab/inventory (ansible.cfg lists both).
 """
@@ -52,7 +52,7 @@ def _ansible_vault():
     return shutil.which("ansible-vault") or str(ROOT / ".venv" / "bin" / "ansible-vault")
 
 
-def write(registry, standin_apt_url="", forks=None):
+def write(registry, standin_apt_url="", forks=None, chart_repo_url=""):
     """Write the generated inventory files for `registry` (may be {})."""
     ensure_vault_password()
     GENERATED.mkdir(parents=True, exist_ok=True)
@@ -70,6 +70,9 @@ def write(registry, standin_apt_url="", forks=None):
     if standin_apt_url:
         plain += ("# Base URL of the stand-in NVIDIA CUDA apt repository (lab/standin/apt/repo.sh).\n"
                   f"smshare_lab_standin_apt_url: {_quote(standin_apt_url)}\n")
+    if chart_repo_url:
+        plain += ("# Chart repository of the stand-in charts (lab/standin/charts, e.g. gpu-operator).\n"
+                  f"smshare_lab_chart_repo_url: {_quote(chart_repo_url)}\n")
     _write_if_changed(LAB_VARS, plain)
     # Each value vaulted on its own (!vault): plays that never read the credentials
     # run without the vault password; reading one without it fails clearly.
