@@ -6,7 +6,8 @@
         lab.kubeconfig, lab.registry.address, lab.registry.ca, lab.gpu_nodes ...
 
 Tests marked `lab_nodes` make the session's lab start the node tier too
-(kubelet + containerd: real pods). SMSHARE_LAB_NODES=1 does the same for every
+(kubelet + containerd: real pods); `lab_fleet(n)` makes it start at least n
+GPU-node containers (each a Kubernetes Node through the lab's node agent). SMSHARE_LAB_NODES=1 does the same for every
 session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1
 or it was already up when the session began, or another live session still uses
 it (leases in .lab/sessions/: several sessions on one machine share the lab).
@@ -31,6 +32,7 @@ STATE = Path(os.environ.get("SMSHARE_LAB_STATE", REPO / ".lab"))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab_nodes: needs the lab's node tier (kubelet + containerd, real pods)")
+    config.addinivalue_line("markers", "lab_fleet(n): needs at least n GPU-node containers (Kubernetes Nodes)")
     config.addinivalue_line("markers", "lab_teardown: takes the lab down; runs after every other test")
 
 
@@ -134,6 +136,10 @@ def lab(request):
     needs_nodes = any(item.get_closest_marker("lab_nodes") for item in request.session.items)
     if needs_nodes or os.environ.get("SMSHARE_LAB_NODES", "") in ("1", "true", "yes"):
         args.append("--nodes")
+    # The fleet tests need more GPU nodes than the default two.
+    fleet = [m.args[0] for item in request.session.items for m in item.iter_markers("lab_fleet") if m.args]
+    if fleet and max(fleet) > int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")):
+        args += ["--gpu-nodes", str(max(fleet))]
     was_up = (STATE / "lab.json").is_file() and _labctl("status").returncode == 0
     # A cold start builds Kubernetes for minutes: let its progress reach the terminal.
     capman = request.config.pluginmanager.getplugin("capturemanager")

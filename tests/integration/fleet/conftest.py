@@ -1,0 +1,5 @@
+"""The fleet tests share the lab tests' helpers (recap parsing)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))

@@ -1,0 +1,142 @@
+"""Helpers for the fleet tests: a watcher of the lab's Nodes, run independently of the
+playbook (it reads the API server, never the play's log), and the workloads."""
+import json
+import threading
+import time
+
+from kubernetes import client, config, watch
+
+STATE = "nvidia.com/gpu-driver-upgrade-state"
+
+
+class NodeWatcher(threading.Thread):
+    """Records every change of the watched Nodes' schedulability, readiness, upgrade-state
+    label and boot id, and the most unschedulable / unavailable among them at any moment."""
+
+    def __init__(self, kubeconfig, names):
+        super().__init__(daemon=True)
+        self.api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+        self.names = set(names)
+        self.current = {}
+        self.changes = []            # (time, node, {field: value})
+        self.max_unschedulable = 0
+        self.max_unavailable = 0
+        self.peak_unschedulable = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.synced = threading.Event()
+
+    @staticmethod
+    def view(node):
+        ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
+        return {"unschedulable": bool(node.spec.unschedulable), "ready": ready == ["True"],
+                "state": (node.metadata.labels or {}).get(STATE, ""),
+                "boot": node.status.node_info.boot_id if node.status.node_info else "",
+                "driver": (node.metadata.labels or {}).get("nvidia.com/cuda.driver-version.full", "")}
+
+    def record(self, node):
+        name = node.metadata.name
+        if name not in self.names:
+            return
+        now = self.view(node)
+        with self.lock:
+            before = self.current.get(name, {})
+            diff = {k: v for k, v in now.items() if before.get(k) != v}
+            if diff:
+                self.current[name] = now
+                self.changes.append((time.time(), name, diff))
+            cordoned = sorted(n for n, v in self.current.items() if v["unschedulable"])
+            unavailable = [n for n, v in self.current.items() if v["unschedulable"] or not v["ready"]]
+            if len(cordoned) > self.max_unschedulable:
+                self.max_unschedulable, self.peak_unschedulable = len(cordoned), cordoned
+            self.max_unavailable = max(self.max_unavailable, len(unavailable))
+
+    def run(self):
+        while not self.stopping.is_set():
+            try:
+                listing = self.api.list_node()
+                for node in listing.items:
+                    self.record(node)
+                self.synced.set()
+                for event in watch.Watch().stream(self.api.list_node, timeout_seconds=20,
+                                                  resource_version=listing.metadata.resource_version):
+                    self.record(event["object"])
+                    if self.stopping.is_set():
+                        return
+            except Exception:   # noqa: BLE001 - a dropped watch is listed again
+                time.sleep(0.5)
+
+    def stop(self):
+        self.stopping.set()
+
+    def changes_of(self, name, since=0.0, field=None):
+        with self.lock:
+            return [(t, d) for t, n, d in self.changes if n == name and t >= since and (field is None or field in d)]
+
+    def states_of(self, name, since=0.0):
+        return [d["state"] for _, d in self.changes_of(name, since, "state")]
+
+    def wait_for(self, name, state, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if self.current.get(name, {}).get("state") == state:
+                    return True
+            time.sleep(0.2)
+        return False
+
+
+def fractioning_daemonsets(namespace):
+    """Stand-ins of the gpu-fractioning DaemonSets as their operator places them: on GPU
+    nodes (nvidia.com/gpu.deploy.client=true) whose upgrade state is upgrade-done or unset."""
+    def daemonset(component):
+        return {
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": f"gpu-fractioning-{component}", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": {"app.kubernetes.io/component": component}},
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/component": component}},
+                    "spec": {
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [
+                                    {"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]},
+                                    {"key": STATE, "operator": "DoesNotExist"}]},
+                                {"matchExpressions": [
+                                    {"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]},
+                                    {"key": STATE, "operator": "In", "values": ["upgrade-done"]}]}]}}},
+                        "containers": [{"name": component, "image": f"lab.invalid/kai-gpu-fractioning/{component}:1"}],
+                    }}}}
+    return [daemonset("mpsd"), daemonset("fractiond")]
+
+
+def gpu_workloads(namespace, replicas):
+    """Training pods that each hold a whole GPU (simulated by the node agents)."""
+    return [{
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": namespace},
+        "spec": {
+            "replicas": replicas, "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": {
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "main", "image": "nvidia/cuda:13.3.1-base-ubuntu24.04",
+                                "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}]
+
+
+def finetune_job(namespace, node, seconds):
+    """A GPU job that finishes after `seconds` on `node` (the agent's run-seconds annotation)."""
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "finetune", "namespace": namespace},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"labels": {"smshare.kai/job": "finetune"},
+                         "annotations": {"smshare.kai/lab-run-seconds": str(seconds)}},
+            "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "main", "image": "nvidia/cuda:13.3.1-base-ubuntu24.04",
+                                     "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+
+
+def as_list(objects):
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})

@@ -1,0 +1,238 @@
+"""playbooks/driver_upgrade.yml on the lab's fleet, watched from the API server.
+
+Five GPU-node containers, each a Kubernetes Node: four on branch 580 (one of
+them cordoned by someone before), one already on 615. Simulated training pods
+hold GPUs, the fractioning DaemonSets run everywhere, a job runs on one node.
+The rollout to 615 goes in batches of 2 with at most 2 nodes unavailable:
+first with 615.71.09 published broken (the rollout stops, the batch stays
+cordoned and labelled upgrade-failed), then fixed and killed mid-rollout,
+then run again to the end, then once more (nothing to do). A watcher thread
+records every Node change throughout; the assertions read it, not the logs.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from fleet_helpers import (STATE, NodeWatcher, as_list, finetune_job, fractioning_daemonsets,
+                           gpu_workloads)
+from lab_helpers import describe, recap
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_fleet(5), pytest.mark.slow]
+
+NAMESPACE = "smshare-fleet-test"
+BROKEN = "615.71.09"
+PLAYBOOK = "playbooks/driver_upgrade.yml"
+RUN_TIMEOUT = 1500
+
+
+@pytest.fixture(scope="module")
+def fleet(lab, tmp_path_factory):
+    if len(lab.gpu_nodes) < 5:
+        pytest.fail(f"the lab runs {len(lab.gpu_nodes)} GPU nodes; the fleet tests need 5")
+    nodes = lab.gpu_nodes[:5]
+    old, cordoned, current = nodes[:4], nodes[2], nodes[4]
+    report = tmp_path_factory.mktemp("fleet") / "report.json"
+    repo = [str(lab.root / "lab" / "standin" / "apt" / "repo.sh")]
+
+    def playbook(*args, extra=None, background=False):
+        extra_vars = {"driver_upgrade_serial": 2, "driver_upgrade_max_unavailable": 2,
+                      "driver_upgrade_agent_namespace": NAMESPACE, "driver_upgrade_poll_interval": 1,
+                      "driver_upgrade_wait_for_jobs_selector": "smshare.kai/job=finetune",
+                      "driver_upgrade_wait_for_jobs_timeout": 180, "driver_upgrade_report_file": str(report)}
+        extra_vars.update(extra or {})
+        argv = ["ansible-playbook", PLAYBOOK, "-l", ",".join(nodes) + ",localhost"]
+        for inv in lab.inventory:
+            argv += ["-i", inv]
+        argv += ["-e", json.dumps(extra_vars), *args]
+        if background:
+            return subprocess.Popen(argv, cwd=lab.root, env=lab.env, text=True, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.run(argv, cwd=lab.root, env=lab.env, text=True, capture_output=True,
+                              timeout=RUN_TIMEOUT, check=False)
+
+    # The fleet before: drivers installed by the collection's own driver play.
+    for hosts, branch in ((old, 580), ([current], 615)):
+        proc = lab.playbook("playbooks/driver.yml", "-l", ",".join(hosts),
+                            extra_vars={"smshare_driver_branch": branch})
+        assert proc.returncode == 0, describe(proc)
+    for name in nodes:   # a kept lab may hold an earlier run's marks
+        lab.kubectl("label", "node", name, f"{STATE}-")
+        lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-",
+                    "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable-",
+                    "smshare.kai/driver-upgrade-agents-", "smshare.kai/driver-upgrade-failure-")
+        lab.kubectl("uncordon", name)
+    lab.kubectl("cordon", cordoned)
+    lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
+    lab.kubectl("create", "namespace", NAMESPACE)
+    lab.kubectl("apply", "-f", "-", input_text=as_list(fractioning_daemonsets(NAMESPACE)
+                                                        + gpu_workloads(NAMESPACE, 4)))
+    wait_until(lambda: len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)")) == 10
+               and len(running(lab, "app=trainer")) == 4, 120, "the agents and the trainers to run")
+    watcher = NodeWatcher(lab.kubeconfig, nodes)
+    watcher.start()
+    assert watcher.synced.wait(30), "the watcher could not list the nodes"
+    boots = {n: watcher.current[n]["boot"] for n in nodes}
+    yield {"lab": lab, "nodes": nodes, "old": old, "cordoned": cordoned, "current": current,
+           "watcher": watcher, "playbook": playbook, "report": report, "repo": repo, "boots": boots,
+           "marks": {}}
+    watcher.stop()
+    subprocess.run(repo + ["fix", BROKEN], cwd=lab.root, env=lab.env, check=False, capture_output=True)
+    lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+    lab.kubectl("uncordon", cordoned)
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def running(lab, selector, node=None):
+    args = ["-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json"]
+    if node:
+        args += ["--field-selector", f"spec.nodeName={node}"]
+    pods = json.loads(lab.kubectl(*args).stdout)["items"]
+    return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+            and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+
+
+def node_marks(lab, names):
+    """Labels, annotations and schedulability of the nodes, minus what heartbeats change."""
+    items = json.loads(lab.kubectl("get", "nodes", *names, "-o", "json").stdout)["items"]
+    return {n["metadata"]["name"]: (n["metadata"].get("labels"), n["metadata"].get("annotations"),
+                                    n["spec"].get("unschedulable", False)) for n in items}
+
+
+def report_of(fleet):
+    return {row["node"]: row for row in json.loads(fleet["report"].read_text())["nodes"]}
+
+
+def test_check_mode_changes_nothing(fleet):
+    lab = fleet["lab"]
+    before = node_marks(lab, fleet["nodes"])
+    proc = fleet["playbook"]("--check")
+    assert proc.returncode == 0, describe(proc)
+    assert "would move from no upgrade state to branch 615" in proc.stdout
+    assert "batches 2, 1, 1" in proc.stdout, describe(proc)
+    assert node_marks(lab, fleet["nodes"]) == before
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"driver_upgrade_serial": 0}, ["driver_upgrade_serial", "(is 0)", "Nothing was changed"]),
+    ({"driver_upgrade_max_unavailable": "150%"}, ["driver_upgrade_max_unavailable", "150%"]),
+    ({"driver_upgrade_drain_timeout": -5}, ["driver_upgrade_drain_timeout", "'-5'"]),
+    ({"smshare_driver_method": "gpu_operator"}, ["host-installed drivers only", "GPU Operator"]),
+])
+def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
+    lab = fleet["lab"]
+    before = node_marks(lab, fleet["nodes"])
+    proc = fleet["playbook"](extra=extra)
+    assert proc.returncode != 0, describe(proc)
+    for word in words:
+        assert word in proc.stdout + proc.stderr, describe(proc)
+    assert node_marks(lab, fleet["nodes"]) == before
+
+
+def test_a_broken_package_stops_the_rollout_with_the_batch_cordoned_and_failed(fleet):
+    lab, watcher = fleet["lab"], fleet["watcher"]
+    first, second = fleet["cordoned"], fleet["old"][0]     # the plan's first batch
+    later = [n for n in fleet["old"] if n not in (first, second)]
+    # A job still running on a node of the first batch: the rollout waits for it.
+    lab.kubectl("apply", "-f", "-", input_text=json.dumps(finetune_job(NAMESPACE, second, 25)))
+    wait_until(lambda: running(lab, "smshare.kai/job=finetune"), 60, "the job to run")
+    subprocess.run(fleet["repo"] + ["break", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
+    start = time.time()
+    proc = fleet["playbook"]()
+    fleet["marks"]["broken"] = time.time()
+    assert proc.returncode != 0, describe(proc)
+    assert "Bad return status for module build" in proc.stdout, describe(proc)
+    rows = report_of(fleet)
+    for name in (first, second):
+        assert watcher.current[name]["state"] == "upgrade-failed"
+        assert watcher.current[name]["unschedulable"]
+        assert watcher.current[name]["driver"].startswith("580."), "the old driver stays loaded"
+        assert rows[name]["state"] == "upgrade-failed" and "Install" in rows[name]["note"]
+        note = json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["annotations"]
+        assert "nvidia-dkms-615-open" in note["smshare.kai/driver-upgrade-failure"]
+    for name in later:   # the rollout stopped: the next batches never began
+        assert watcher.states_of(name, start) == [] and not watcher.current[name]["unschedulable"]
+        assert rows[name]["state"] == "not started"
+    # The job finished on its own before the node left wait-for-jobs-required.
+    pod = json.loads(lab.kubectl("-n", NAMESPACE, "get", "pods", "-l", "smshare.kai/job=finetune",
+                                 "-o", "json").stdout)["items"][0]
+    assert pod["status"]["phase"] == "Succeeded", pod["status"]
+    waited = [t for t, d in watcher.changes_of(second, start, "state") if d["state"] == "wait-for-jobs-required"]
+    drained = [t for t, d in watcher.changes_of(second, start, "state") if d["state"] == "drain-required"]
+    assert waited and drained and drained[0] - waited[0] >= 10, watcher.changes_of(second, start)
+    lab.kubectl("-n", NAMESPACE, "delete", "job", "finetune", "--wait=false")
+
+
+def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
+    lab, watcher = fleet["lab"], fleet["watcher"]
+    subprocess.run(fleet["repo"] + ["fix", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
+    first_batch = [fleet["cordoned"], fleet["old"][0]]
+    victim = fleet["old"][1]
+    last = fleet["old"][3]
+    proc = fleet["playbook"](background=True)
+    try:
+        assert watcher.wait_for(victim, "validation-required", RUN_TIMEOUT), \
+            f"{victim} never reached validation-required: {watcher.changes_of(victim)}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    killed = time.time()
+    for name in first_batch:
+        assert watcher.current[name]["state"] == "upgrade-done"
+        assert watcher.current[name]["driver"].startswith("615.")
+    assert watcher.current[victim]["unschedulable"], "the interrupted node stays cordoned"
+    boots = {n: watcher.current[n]["boot"] for n in fleet["nodes"]}
+
+    proc = fleet["playbook"]()
+    assert proc.returncode == 0, describe(proc)
+    time.sleep(2)
+    for name in first_batch:   # done before the kill: not touched again
+        assert watcher.changes_of(name, killed) == [], watcher.changes_of(name, killed)
+    # The victim resumed after its reboot: no earlier state again, no second reboot.
+    assert watcher.states_of(victim, killed) == ["upgrade-done"], watcher.changes_of(victim, killed)
+    assert watcher.current[victim]["boot"] == boots[victim]
+    assert watcher.states_of(last, killed)[:2] == ["upgrade-required", "cordon-required"]
+    assert watcher.current[last]["boot"] != boots[last], "the last node was rebooted into 615"
+    rows = report_of(fleet)
+    assert json.loads(fleet["report"].read_text())["finished"] is True
+    assert {rows[n]["state"] for n in fleet["old"] if n not in first_batch} == {"upgrade-done"}
+    assert "rollout to branch 615" in proc.stdout
+
+
+def test_the_rules_held_throughout(fleet):
+    lab, watcher = fleet["lab"], fleet["watcher"]
+    assert watcher.max_unschedulable <= 2, (watcher.max_unschedulable, watcher.peak_unschedulable)
+    assert watcher.max_unavailable <= 2
+    assert watcher.max_unschedulable == 2, "batches of two were used"
+    current = fleet["current"]   # already on 615: never touched
+    assert watcher.changes_of(current, 0.0, "state") == []
+    assert watcher.changes_of(current, 0.0, "unschedulable") == []
+    assert watcher.current[current]["boot"] == fleet["boots"][current]
+    for name in fleet["old"]:
+        assert watcher.current[name]["driver"] == "615.71.09" and watcher.current[name]["state"] == "upgrade-done"
+        assert watcher.current[name]["unschedulable"] == (name == fleet["cordoned"])
+        annotations = json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["annotations"]
+        assert not [k for k in annotations if "driver-upgrade" in k], annotations
+    # The fractioning agents came back on every node, the training pods run.
+    for name in fleet["nodes"]:
+        assert len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", name)) == 2, name
+    assert len(running(lab, "app=trainer")) == 4
+
+
+def test_a_second_run_changes_nothing(fleet):
+    proc = fleet["playbook"]()
+    assert proc.returncode == 0, describe(proc)
+    for name in fleet["nodes"]:
+        assert recap(proc.stdout, name)["changed"] == 0
+    assert proc.stdout.count("skip (already on branch 615)") == 5, describe(proc)

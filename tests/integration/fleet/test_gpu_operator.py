@@ -1,0 +1,153 @@
+"""The gpu_operator role against the lab's API server with the stand-in GPU Operator chart.
+
+Two simulated GPU nodes without a host driver (the lab's node agent run as
+processes, KWOK-style) take the operator's driver; the fleet's containers,
+which have a host driver, show what "both methods on one node" is refused as.
+"""
+import base64
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from lab_helpers import describe, recap
+
+pytestmark = [pytest.mark.lab]
+
+PLAY = "tests/integration/fleet/playbooks/gpu_operator.yml"
+NAMESPACE = "smshare-gpu-operator-test"
+HARDWARE = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "compute_cap": "8.0",
+                      "uuid": "GPU-0", "pci_bus_id": "00000000:07:00.0"}] * 2, "nvswitches": 0}
+
+
+@pytest.fixture(scope="module")
+def operator_nodes(lab, tmp_path_factory):
+    """Two Nodes with GPUs and no host driver, each kept by a node agent process."""
+    work = tmp_path_factory.mktemp("operator-nodes")
+    kubeconfig = yaml.safe_load(lab.kubeconfig.read_text())
+    for name, data in (("ca.crt", kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]),
+                       ("admin.crt", kubeconfig["users"][0]["user"]["client-certificate-data"]),
+                       ("admin.key", kubeconfig["users"][0]["user"]["client-key-data"])):
+        (work / name).write_bytes(base64.b64decode(data))
+        (work / name).chmod(0o600)
+    prefix = lab.gpu_nodes[0].rsplit("-gpu-", 1)[0] if lab.gpu_nodes else "smshare-lab"
+    names = [f"{prefix}-op-{i:02d}" for i in (1, 2)]
+    agents = []
+    for index, name in enumerate(names, start=1):
+        root = work / name
+        (root / "etc" / "nvidia-standin").mkdir(parents=True)
+        (root / "etc" / "nvidia-standin" / "gpus.json").write_text(json.dumps(HARDWARE))
+        config = {"node_name": name, "apiserver": lab.apiserver, "ca_file": str(work / "ca.crt"),
+                  "cert_file": str(work / "admin.crt"), "key_file": str(work / "admin.key"),
+                  "standin_root": str(root), "state_dir": str(root / "run"), "pod_ip_prefix": f"10.246.{index}",
+                  "registration_labels": {"nvidia.com/gpu.deploy.client": "true"},
+                  "register_with_taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+        (root / "config.json").write_text(json.dumps(config))
+        log = open(root / "agent.log", "w")
+        agents.append(subprocess.Popen([sys.executable, str(lab.root / "lab" / "standin" / "node_agent" / "node_agent.py"),
+                                        "--config", str(root / "config.json")], stdout=log, stderr=subprocess.STDOUT))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ready = lab.kubectl("get", "nodes", *names, "-o",
+                            "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}", check=False).stdout
+        if ready.split() == ["True", "True"]:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the operator nodes did not become Ready: " + (work / names[0] / "agent.log").read_text())
+    yield names
+    subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "uninstall", "gpu-operator", "-n", NAMESPACE,
+                    "--ignore-not-found"], env=lab.env, capture_output=True, check=False)
+    lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+    for agent in agents:
+        agent.terminate()
+        agent.wait(timeout=30)
+    lab.kubectl("delete", "node", *names, "--ignore-not-found")
+
+
+def run(lab, nodes, version, *args, **extra):
+    extra_vars = {"gpu_operator_nodes": nodes, "gpu_operator_driver_version": version,
+                  "gpu_operator_namespace": NAMESPACE, "gpu_operator_poll_interval": 1,
+                  "gpu_operator_wait_timeout": 180}
+    extra_vars.update(extra)
+    return lab.playbook(PLAY, *args, extra_vars=extra_vars)
+
+
+def release_values(lab):
+    proc = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "get", "values", "gpu-operator", "-n", NAMESPACE,
+                           "-o", "json"], env=lab.env, capture_output=True, text=True, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def labels(lab, name):
+    return json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"gpu_operator_host_driver_nodes": ["gpu-node-a"]}, ["gpu-node-a", "would get both", "Nothing was changed"]),
+    ({"gpu_operator_driver_version": "latest"}, ["gpu_operator_driver_version", "'latest'"]),
+    ({"gpu_operator_chart_repo_url": "https://user:secret@charts.example.com/nvidia"},
+     ["gpu_operator_chart_repo_url", "charts.example.com"]),
+    ({"gpu_operator_nodes": ["no-such-node"]}, ["No Kubernetes Node named no-such-node"]),
+])
+def test_bad_input_and_mixed_methods_are_refused(lab, operator_nodes, extra, words):
+    proc = run(lab, operator_nodes, "580.95.05", **extra)
+    assert proc.returncode != 0, describe(proc)
+    for word in words:
+        assert word in proc.stdout, describe(proc)
+    assert "secret" not in proc.stdout + proc.stderr
+    assert release_values(lab) is None, "nothing may be installed"
+
+
+def test_the_driver_play_refuses_gpu_operator_on_a_node_with_a_host_driver(lab):
+    node = lab.gpu_nodes[0]
+    converge = lab.playbook("playbooks/driver.yml", "-l", node)   # the host driver, as method host installs it
+    assert converge.returncode == 0, describe(converge)
+    proc = lab.playbook("playbooks/driver.yml", "-l", node, extra_vars={"smshare_driver_method": "gpu_operator"})
+    assert proc.returncode != 0, describe(proc)
+    assert "has smshare_driver_method gpu_operator but a host-installed driver" in proc.stdout, describe(proc)
+    assert release_values(lab) is None
+
+
+def test_a_node_with_a_host_driver_is_refused_the_operator(lab, operator_nodes):
+    host_driver = lab.gpu_nodes[0]     # its driver was installed by the host method just before
+    assert labels(lab, host_driver).get("nvidia.com/gpu.deploy.driver") == "pre-installed"
+    proc = run(lab, [operator_nodes[0], host_driver], "580.95.05")
+    assert proc.returncode != 0, describe(proc)
+    assert f"{host_driver} already run a host-installed driver" in proc.stdout, describe(proc)
+    assert release_values(lab) is None
+
+
+def test_install_then_upgrade_the_operator_driver(lab, operator_nodes):
+    proc = run(lab, operator_nodes, "580.95.05")
+    assert proc.returncode == 0, describe(proc)
+    assert release_values(lab)["driver"]["version"] == "580.95.05"
+    for name in operator_nodes:
+        assert labels(lab, name)["nvidia.com/cuda.driver-version.full"] == "580.95.05"
+    daemonset = json.loads(lab.kubectl("-n", NAMESPACE, "get", "ds", "nvidia-driver-daemonset", "-o", "json").stdout)
+    assert daemonset["metadata"]["labels"]["app.kubernetes.io/component"] == "nvidia-driver"
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "nvcr.io/nvidia/driver:580.95.05-ubuntu24.04"
+    # Only the GPU nodes without a host driver run it.
+    pods = json.loads(lab.kubectl("-n", NAMESPACE, "get", "pods", "-l", "app=nvidia-driver-daemonset",
+                                  "-o", "json").stdout)["items"]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(operator_nodes)
+
+    again = run(lab, operator_nodes, "580.95.05")
+    assert again.returncode == 0, describe(again)
+    assert recap(again.stdout)["changed"] == 0, describe(again)
+
+    check = run(lab, operator_nodes, "615.71.09", "--check", "--diff")
+    assert check.returncode == 0, describe(check)
+    assert recap(check.stdout)["changed"] == 1, describe(check)
+    assert release_values(lab)["driver"]["version"] == "580.95.05", "check mode changed the release"
+
+    upgrade = run(lab, operator_nodes, "615.71.09")
+    assert upgrade.returncode == 0, describe(upgrade)
+    assert "Driver 615.71.09 on" in upgrade.stdout
+    assert release_values(lab)["driver"]["version"] == "615.71.09"
+    for name in operator_nodes:
+        assert labels(lab, name)["nvidia.com/cuda.driver-version.full"] == "615.71.09"
