@@ -1,0 +1,115 @@
+# Apache-2.0
+"""What a fleet driver rollout costs beyond its waits.
+
+On the lab's fleet (lab/labctl up --gpu-nodes N, GPU-node containers that are
+Kubernetes Nodes): puts NODES nodes on branch 580 with the driver play, then
+times playbooks/driver_upgrade.yml moving them to 615 in batches of BATCH and
+reads its report. The waits are what the playbook cannot shorten: reboots,
+drains, the fractioning agents leaving and coming back, the node getting
+Ready. Nodes of a batch wait side by side, so the rollout's waiting time is
+the sum over batches of the longest wait in each; the rest of the wall time is
+the playbook's own (Ansible, kubernetes.core, the nvidia_driver role's apt
+work), printed per node against the target of at most 15 s per node, with the
+tasks that took longest. Prints figures only; it never passes or fails on time.
+
+    source scripts/env.sh && python3 benchmarks/fleet_rollout.py [--nodes 4] [--batch 2]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STATE = Path(os.environ.get("SMSHARE_LAB_STATE", REPO / ".lab"))
+TARGET = 15.0
+
+
+def sh(argv, env, check=True):
+    proc = subprocess.run([str(a) for a in argv], cwd=REPO, env=env, text=True, check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if check and proc.returncode != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(map(str, argv)), proc.stdout[-4000:]))
+    return proc.stdout
+
+
+def lab_env(count):
+    """Bring the lab up with at least `count` GPU nodes (never fewer than it has)."""
+    try:
+        running = json.loads((STATE / "gpu-nodes.json").read_text())["count"]
+    except (OSError, ValueError, KeyError):
+        running = 0
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", NO_COLOR="1")
+    sh([sys.executable, REPO / "lab" / "labctl", "up", "--gpu-nodes", max(count, running)], env)
+    for line in sh([sys.executable, REPO / "lab" / "labctl", "env"], env).splitlines():
+        match = re.match(r"export (\w+)=(.*)$", line)
+        if match:
+            env[match.group(1)] = match.group(2).strip("'")
+    facts = json.loads((STATE / "lab.json").read_text())
+    return env, facts
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=2)
+    args = parser.parse_args()
+    env, facts = lab_env(args.nodes)
+    nodes = facts["gpu_nodes"][:args.nodes]
+    kubectl = [facts["bin_dir"] + "/kubectl", "--kubeconfig", facts["kubeconfig"]]
+    inventory = [arg for path in facts["inventory"] for arg in ("-i", path)]
+    limit = ["-l", ",".join(nodes) + ",localhost"]
+
+    print("putting %d nodes on branch 580 (driver play)" % len(nodes), flush=True)
+    sh(["ansible-playbook", "playbooks/driver.yml", *inventory, *limit, "-e", "smshare_driver_branch=580"], env)
+    for node in nodes:
+        sh(kubectl + ["label", "node", node, "nvidia.com/gpu-driver-upgrade-state-"], env)
+        sh(kubectl + ["uncordon", node], env)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        extra = {"driver_upgrade_serial": args.batch, "driver_upgrade_max_unavailable": args.batch,
+                 "driver_upgrade_report_file": str(report), "driver_upgrade_poll_interval": 1}
+        run_env = dict(env, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="12")
+        print("upgrading them to 615 in batches of %d" % args.batch, flush=True)
+        start = time.monotonic()
+        out = sh(["ansible-playbook", "playbooks/driver_upgrade.yml", *inventory, *limit,
+                  "-e", json.dumps(extra)], run_env)
+        wall = time.monotonic() - start
+        data = json.loads(report.read_text())
+
+    rows = {row["node"]: row for row in data["nodes"] if row["state"] != "skipped"}
+    order = [row["node"] for row in data["nodes"] if row["node"] in rows]
+    waits, position = 0.0, 0
+    for size in data["batches"]:
+        batch = order[position:position + size]
+        position += size
+        waits += max(rows[n]["waited"] for n in batch)
+    upgraded = len(rows)
+    own = wall - waits
+    print("\nnode                   spent s  waited s  own s")
+    for name in order:
+        row = rows[name]
+        print("%-22s %8.1f %9.1f %6.1f" % (name, row["seconds"], row["waited"], row["seconds"] - row["waited"]))
+    print("\nnodes upgraded            %d in batches %s" % (upgraded, ", ".join(map(str, data["batches"]))))
+    print("playbook wall time        %.1f s (the rollout's own clock: %.1f s)" % (wall, data["wall_seconds"]))
+    print("sum of waits              %.1f s (longest wait of each batch: reboots, drains, agents, readiness)" % waits)
+    print("playbook's own time       %.1f s, %.1f s per node (target: at most %.0f s per node)"
+          % (own, own / max(upgraded, 1), TARGET))
+    print("per node, spent - waited  %.1f s on average"
+          % (sum(r["seconds"] - r["waited"] for r in rows.values()) / max(upgraded, 1)))
+    recap = out[out.find("TASKS RECAP"):] if "TASKS RECAP" in out else ""
+    tasks = [line for line in recap.splitlines() if re.search(r"-{3,} [0-9.]+s$", line)]
+    if tasks:
+        print("\nlongest tasks (all hosts of a batch run a task together):")
+        for line in tasks[:12]:
+            print("  " + line)
+    print("load average at the end    %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+
+
+if __name__ == "__main__":
+    main()
