@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Apache-2.0
 """STAND-IN node agent: makes a lab GPU-node container a Kubernetes Node.
 
