@@ -125,9 +125,9 @@ def test_check_mode_changes_nothing(fleet):
 
 
 @pytest.mark.parametrize("extra, words", [
-    ({"driver_upgrade_serial": 0}, ["driver_upgrade_serial", "(is 0)", "Nothing was changed"]),
-    ({"driver_upgrade_max_unavailable": "150%"}, ["driver_upgrade_max_unavailable", "150%"]),
-    ({"driver_upgrade_drain_timeout": -5}, ["driver_upgrade_drain_timeout", "'-5'"]),
+    ({"driver_upgrade_serial": 0}, ["driver_upgrade_serial is '0'", "a count above 0", "Nothing was changed"]),
+    ({"driver_upgrade_max_unavailable": "150%"}, ["driver_upgrade_max_unavailable is '150%'"]),
+    ({"driver_upgrade_drain_timeout": -5}, ["driver_upgrade_drain_timeout is '-5'", "seconds above 0"]),
     ({"smshare_driver_method": "gpu_operator"}, ["host-installed drivers only", "GPU Operator"]),
 ])
 def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):

@@ -88,9 +88,9 @@ def labels(lab, name):
 
 @pytest.mark.parametrize("extra, words", [
     ({"gpu_operator_host_driver_nodes": ["gpu-node-a"]}, ["gpu-node-a", "would get both", "Nothing was changed"]),
-    ({"gpu_operator_driver_version": "latest"}, ["gpu_operator_driver_version", "'latest'"]),
+    ({"gpu_operator_driver_version": "latest"}, ["gpu_operator_driver_version is 'latest'", "615.71.09"]),
     ({"gpu_operator_chart_repo_url": "https://user:secret@charts.example.com/nvidia"},
-     ["gpu_operator_chart_repo_url", "charts.example.com"]),
+     ["gpu_operator_chart_repo_url is 'https://", "charts.example.com/nvidia'", "without user:password@"]),
     ({"gpu_operator_nodes": ["no-such-node"]}, ["No Kubernetes Node named no-such-node"]),
 ])
 def test_bad_input_and_mixed_methods_are_refused(lab, operator_nodes, extra, words):
