@@ -55,6 +55,13 @@ def fleet(lab, tmp_path_factory):
                               timeout=RUN_TIMEOUT, check=False)
 
     # The fleet before: drivers installed by the collection's own driver play.
+    # A kept lab may hold an earlier run's broken install: finish it first.
+    subprocess.run(repo + ["fix", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
+    adhoc = ["ansible", ",".join(old), "-b", "-m", "ansible.builtin.shell", "-a",
+             "dpkg --audit >/dev/null 2>&1 && apt-get -q check >/dev/null 2>&1 || (apt-get -q update && apt-get -y -q -f install)"]
+    for inv in lab.inventory:
+        adhoc += ["-i", inv]
+    subprocess.run(adhoc, cwd=lab.root, env=lab.env, check=False, capture_output=True, timeout=600)
     for hosts, branch in ((old, 580), ([current], 615)):
         proc = lab.playbook("playbooks/driver.yml", "-l", ",".join(hosts),
                             extra_vars={"smshare_driver_branch": branch})
