@@ -76,12 +76,15 @@ class NodeWatcher(threading.Thread):
     def states_of(self, name, since=0.0):
         return [d["state"] for _, d in self.changes_of(name, since, "state")]
 
-    def wait_for(self, name, state, timeout):
+    def wait_for(self, name, state, timeout, process=None):
+        """True once `name` is in `state`; False after `timeout` or when `process` ended first."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             with self.lock:
                 if self.current.get(name, {}).get("state") == state:
                     return True
+            if process is not None and process.poll() is not None:
+                return False
             time.sleep(0.2)
         return False
 

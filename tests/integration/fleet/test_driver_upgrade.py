@@ -193,11 +193,12 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     last = fleet["old"][3]
     proc = fleet["playbook"](background=True)
     try:
-        assert watcher.wait_for(victim, "validation-required", RUN_TIMEOUT), \
-            f"{victim} never reached validation-required: {watcher.changes_of(victim)}"
+        reached = watcher.wait_for(victim, "validation-required", RUN_TIMEOUT, process=proc)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        output = proc.communicate(timeout=60)[0]
+    assert reached, f"{victim} never reached validation-required: {watcher.changes_of(victim)}\n{output[-6000:]}"
     killed = time.time()
     for name in first_batch:
         assert watcher.current[name]["state"] == "upgrade-done"
