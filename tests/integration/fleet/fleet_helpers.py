@@ -40,11 +40,12 @@ class NodeWatcher(threading.Thread):
             return
         now = self.view(node)
         with self.lock:
-            before = self.current.get(name, {})
-            diff = {k: v for k, v in now.items() if before.get(k) != v}
+            before = self.current.get(name)
+            diff = {k: v for k, v in now.items() if (before or {}).get(k) != v}
             if diff:
                 self.current[name] = now
-                self.changes.append((time.time(), name, diff))
+                if before is not None:   # the first sight of a node is no change
+                    self.changes.append((time.time(), name, diff))
             cordoned = sorted(n for n, v in self.current.items() if v["unschedulable"])
             unavailable = [n for n, v in self.current.items() if v["unschedulable"] or not v["ready"]]
             if len(cordoned) > self.max_unschedulable:
