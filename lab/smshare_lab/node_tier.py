@@ -560,6 +560,8 @@ def status():
     rows = []
     for name in ("containerd", "kubelet"):
         rows.append((f"node tier {name}", bool(proc.pid_of(name)), proc.pid_of(name) or "-", ""))
+    rows.append(("node tier NRI socket (stand-in)", bool(proc.pid_of("nri-socket")), proc.pid_of("nri-socket") or "-",
+                 f"{HOST_ROOT}{NRI_SOCKET}"))
     return rows
 
 
