@@ -52,6 +52,11 @@ def wait_until(what, probe, timeout=120, interval=1):
     pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
+def when(value, test):
+    """value if it is there and passes test, else None (for wait_until)."""
+    return value if value and test(value) else None
+
+
 def conditions(obj):
     return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
 
@@ -138,9 +143,9 @@ def installed(lab, images, charts):
     started = time.monotonic()
     proc = lab.playbook(play, "--tags", "kai", extra_vars=extra)
     assert proc.returncode == 0, describe(proc)
-    kai_config = wait_until("kai-config Available with DependenciesFulfilled reported", lambda: (
-        lambda c: c if conditions(c).get("Available", {}).get("status") == "True"
-        and "DependenciesFulfilled" in conditions(c) else None)(get(lab, "config.kai.scheduler", "kai-config")))
+    kai_config = wait_until("kai-config Available with DependenciesFulfilled reported", lambda: when(
+        get(lab, "config.kai.scheduler", "kai-config"), lambda c: conditions(c).get("Available", {}).get("status")
+        == "True" and "DependenciesFulfilled" in conditions(c)))
     kai_seconds = time.monotonic() - started
     proc = lab.playbook(play, "--tags", "fractioning", extra_vars=extra)
     assert proc.returncode == 0, describe(proc)
@@ -297,8 +302,8 @@ def test_a_daemonset_that_never_gets_ready_is_reported_on_config_and_node(lab, i
         assert (found["Ready"]["status"], found["Ready"]["reason"], found["Ready"]["message"]) == \
             ("False", "ComponentNotReady", "not ready: MpsdReady")
         assert found["MpsdReady"]["message"] == "0 of 1 pods ready"
-        node = wait_until("the node condition False", lambda: (lambda c: c if c and c["status"] == "False" else None)(
-            node_condition(lab)), 30)
+        node = wait_until("the node condition False", lambda: when(
+            node_condition(lab), lambda c: c["status"] == "False"), 30)
         assert node["message"] == f"mpsd pod is not ready: {node['reason']}"
         pod = wait_until("the new mpsd pod running", lambda: [
             p["metadata"]["name"] for p in get(lab, "-n", FRAC_NS, "pods", "-l", "app.kubernetes.io/component=mpsd")
@@ -329,8 +334,8 @@ def test_without_its_operator_the_config_keeps_its_finalizer(lab, installed):
     wait_until("the DaemonSets back", lambda: ds_ready(lab, "mpsd") and ds_ready(lab, "fractiond"), 90)
     wait_until("the node condition True", lambda: (node_condition(lab) or {}).get("status") == "True", 30)
     lab.kubectl("-n", FRAC_NS, "scale", "deploy/gpu-fractioning", "--replicas=0")
-    node = wait_until("the node condition Unknown", lambda: (lambda c: c if c and c["status"] == "Unknown" else None)(
-        node_condition(lab)), 60)
+    node = wait_until("the node condition Unknown", lambda: when(
+        node_condition(lab), lambda c: c["status"] == "Unknown"), 60)
     assert node["reason"] == "ControllerUnavailable"
     lab.kubectl("delete", GFC, "default", "--wait=false")
     time.sleep(5)

@@ -48,8 +48,8 @@ def test_kai_config_carries_the_guides_values(kai_chart):
     hook = find(objects, "ConfigMap", "kai-config-manifest")
     assert hook["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     config = yaml.safe_load(hook["data"]["kai-config.yaml"])
-    assert (config["apiVersion"], config["kind"], config["metadata"]["name"]) == ("kai.scheduler/v1", "Config",
-                                                                                   "kai-config")
+    assert (config["apiVersion"], config["kind"]) == ("kai.scheduler/v1", "Config")
+    assert config["metadata"]["name"] == "kai-config"
     assert config["spec"]["global"]["gpuSharingMode"] == "NvFractions"
     assert config["spec"]["global"]["additionalImagePullSecrets"] == ["pull"]
     assert config["spec"]["binder"]["resourceReservation"]["runtimeClassName"] == "nvidia"
