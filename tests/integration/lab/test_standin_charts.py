@@ -285,6 +285,10 @@ def test_mpsd_logs_the_multiuser_server_and_the_default_cap(lab, installed):
     container = pod["status"]["containerStatuses"][0]["containerID"].split("//", 1)[1]
     runtime_log = Path(lab_node_facts(lab)["runtime_log"]).read_text()
     assert f" create {container} " in runtime_log, "mpsd did not run through the nvidia runtime handler"
+    # The guide's check 3 runs in the mpsd pod (issue 9 parses it).
+    proc = lab.kubectl("-n", FRAC_NS, "exec", "ds/gpu-fractioning-mpsd", "--", "nvidia-cuda-mps-control", "-p", "3",
+                       "namespace", "list", "--server=shared", check=False)
+    assert proc.returncode == 0 and "default" in proc.stdout, describe(proc)
 
 
 def lab_node_facts(lab):
