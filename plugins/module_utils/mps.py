@@ -22,6 +22,7 @@ import os
 import re
 import time
 
+from ansible_collections.smshare.kai.plugins.module_utils import csv_output
 from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-cuda-mps-control"
@@ -116,17 +117,8 @@ def csv_parser(columns, numeric=()):
     """A parser for `--format=csv` output with exactly these header columns."""
 
     def parse(out):
-        lines = _lines(out)
-        if not lines:
-            raise ValueError("no header line")
-        header = [c.strip().lower() for c in lines[0].split(",")]
-        if header != list(columns):
-            raise ValueError("expected the columns %s" % ", ".join(columns))
         rows = []
-        for line in lines[1:]:
-            cells = [c.strip() for c in line.split(",")]
-            if len(cells) != len(columns):
-                raise ValueError("row with %d cells: %r" % (len(cells), line))
+        for cells in csv_output.parse_csv(out, columns):
             row = dict(zip(columns, cells))
             for key in numeric:
                 row[key] = float(row[key]) if "." in row[key] else int(row[key])
