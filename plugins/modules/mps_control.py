@@ -478,58 +478,33 @@ def fresh_daemon(wanted, config_servers):
     return {"default_active_thread_percentage": 100.0, "default_pinned_mem_limits": {}, "servers": servers}
 
 
-def plan(current, wanted):
-    """The steps from the current state to the wanted one, and the settings
-    before and after them. Pure: reads nothing, changes nothing. Raises a
-    ToolError (named failure) for what cannot be done, before any step runs."""
-    daemon = current["daemon"]
-    before = settings(daemon, current["directories"], wanted)
-    after = copy.deepcopy(before)
-    if wanted["state"] == "absent":
-        if not daemon["running"]:
-            return {"steps": [], "before": before, "after": after, "warnings": []}
-        after.update(running=False, protocol=None, multiuser=None, config_file=None,
-                     default_active_thread_percentage=None, namespaces={})
-        return {"steps": [{"do": "quit"}], "before": before, "after": after, "warnings": []}
-
+def refuse_what_cannot_be_done(current, wanted):
     if not current["installed"]:
         raise MpsError("%s is not installed: install the NVIDIA driver's compute utilities (it ships with "
                        "the driver, e.g. nvidia-compute-utils-615)" % mpslib.BINARY, kind=mpslib.MISSING)
     if wanted["protocol"] == 3 and not current["v3_supported"]:
         raise MpsError("this nvidia-cuda-mps-control has no protocol 3: MPS v3 needs driver r615 or newer. "
                        "Upgrade the driver, or use protocol: 2 without namespaces.", kind="v3_unsupported")
+    count = current["gpu_count"]
     for device in wanted["default_pinned_mem_limits"]:
-        if current["gpu_count"] is not None and int(device) >= current["gpu_count"]:
+        if count is not None and int(device) >= count:
             raise MpsError("default_pinned_mem_limits names GPU %s, but this node has %d GPU%s (indexes 0 to %d). "
-                           "Nothing was changed." % (device, current["gpu_count"], "" if current["gpu_count"] == 1
-                                                     else "s", current["gpu_count"] - 1), kind="unknown_gpu")
-
-    steps = directory_steps(current, wanted)
-    for step in steps:
-        after["directories"][step["path"]] = directory_after(current["directories"][step["path"]], step,
-                                                             current["euid"])
-
-    differences = mismatch(daemon, wanted) if daemon["running"] else []
+                           "Nothing was changed." % (device, count, "" if count == 1 else "s", count - 1),
+                           kind="unknown_gpu")
+    differences = mismatch(current["daemon"], wanted) if current["daemon"]["running"] else []
     if differences and not wanted["restart"]:
         raise MpsError("the MPS control daemon for %s runs with %s: stop it, or set restart: true (its clients "
                        "lose MPS). Nothing was changed." % (wanted["pipe_directory"], "; ".join(differences)),
                        kind="mismatch")
-    starting = not daemon["running"] or bool(differences)
-    if starting:
-        if daemon["running"]:
-            steps.append({"do": "quit"})
-        steps.append({"do": "start"})
-        base = fresh_daemon(wanted, current["config_servers"])
-        after.update(running=True, protocol=wanted["protocol"], multiuser=wanted["multiuser"],
-                     config_file=wanted["config_file"])
-    else:
-        base = {"default_active_thread_percentage": daemon["default_active_thread_percentage"],
-                "default_pinned_mem_limits": daemon["default_pinned_mem_limits"],
-                "servers": dict((s["name"], before["namespaces"].get(s["name"], {})) for s in daemon["servers"])}
+    return differences
+
+
+def default_steps(base, wanted, after):
+    """Set the default active thread percentage and pinned memory limits that differ from `base`."""
+    steps = []
     after["default_active_thread_percentage"] = base["default_active_thread_percentage"]
     after["default_pinned_mem_limits"] = dict((d, base["default_pinned_mem_limits"].get(d))
                                               for d in wanted["default_pinned_mem_limits"])
-
     pct = wanted["default_active_thread_percentage"]
     if pct is not None and base["default_active_thread_percentage"] != float(pct):
         steps.append({"do": "verb", "verb": "set_default_active_thread_percentage", "params": {"percentage": pct}})
@@ -539,11 +514,12 @@ def plan(current, wanted):
             steps.append({"do": "verb", "verb": "set_default_device_pinned_mem_limit",
                           "params": {"device": int(device), "limit": "%dM" % mib if mib else "0"}})
             after["default_pinned_mem_limits"][device] = mib
-    warnings = []
-    if not starting and daemon["server_pids"] and any(s.get("verb", "").startswith("set_default") for s in steps):
-        warnings.append("MPS servers already run (%s): default settings apply to servers started from now on"
-                        % ", ".join(map(str, daemon["server_pids"])))
+    return steps
 
+
+def namespace_steps(base, wanted, after):
+    """Create, set or delete the namespaces that differ from `base`; unknown servers are refused."""
+    steps = []
     after["namespaces"] = {}
     for ns in wanted["namespaces"]:
         if ns["server"] not in base["servers"]:
@@ -558,14 +534,52 @@ def plan(current, wanted):
                 steps.append({"do": "verb", "verb": "namespace_delete", "params": target})
                 del spaces[ns["name"]]
             continue
-        wanted_pct = float(ns["active_thread_percentage"])
+        pct = float(ns["active_thread_percentage"])
         if existing is None:
             steps.append({"do": "verb", "verb": "namespace_create",
                           "params": dict(target, percentage=ns["active_thread_percentage"])})
-        elif existing != wanted_pct:
+        elif existing != pct:
             steps.append({"do": "verb", "verb": "namespace_set",
                           "params": dict(target, percentage=ns["active_thread_percentage"])})
-        spaces[ns["name"]] = wanted_pct
+        spaces[ns["name"]] = pct
+    return steps
+
+
+def plan(current, wanted):
+    """The steps from the current state to the wanted one, and the settings
+    before and after them. Pure: reads nothing, changes nothing. Raises a
+    ToolError (named failure) for what cannot be done, before any step runs."""
+    daemon = current["daemon"]
+    before = settings(daemon, current["directories"], wanted)
+    after = copy.deepcopy(before)
+    if wanted["state"] == "absent":
+        if not daemon["running"]:
+            return {"steps": [], "before": before, "after": after, "warnings": []}
+        after.update(running=False, protocol=None, multiuser=None, config_file=None,
+                     default_active_thread_percentage=None, namespaces={})
+        return {"steps": [{"do": "quit"}], "before": before, "after": after, "warnings": []}
+
+    restart = bool(refuse_what_cannot_be_done(current, wanted))
+    steps = directory_steps(current, wanted)
+    for step in steps:
+        after["directories"][step["path"]] = directory_after(current["directories"][step["path"]], step,
+                                                             current["euid"])
+    if restart or not daemon["running"]:
+        steps += [{"do": "quit"}] if restart else []
+        steps.append({"do": "start"})
+        base = fresh_daemon(wanted, current["config_servers"])
+        after.update(running=True, protocol=wanted["protocol"], multiuser=wanted["multiuser"],
+                     config_file=wanted["config_file"])
+    else:
+        base = {"default_active_thread_percentage": daemon["default_active_thread_percentage"],
+                "default_pinned_mem_limits": daemon["default_pinned_mem_limits"],
+                "servers": dict((s["name"], before["namespaces"].get(s["name"], {})) for s in daemon["servers"])}
+    defaults = default_steps(base, wanted, after)
+    warnings = []
+    if defaults and daemon["running"] and not restart and daemon["server_pids"]:
+        warnings.append("MPS servers already run (%s): default settings apply to servers started from now on"
+                        % ", ".join(map(str, daemon["server_pids"])))
+    steps += defaults + namespace_steps(base, wanted, after)
     return {"steps": steps, "before": before, "after": after, "warnings": warnings}
 
 
