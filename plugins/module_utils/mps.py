@@ -306,10 +306,6 @@ VERBS = {
 }
 
 
-def unverified_verbs():
-    return sorted(verb_name for verb_name, verb in VERBS.items() if not verb["verified"])
-
-
 def render(verb_name, **params):
     """(argv after the binary, stdin, environment overrides) of one verb."""
     verb = VERBS[verb_name]
@@ -338,7 +334,7 @@ def daemon_flags(cmdline, environ):
         if os.path.basename(arg) == BINARY:
             args = cmdline[index + 1:]
             break
-    flags = {"protocol": 2, "multiuser": False, "config_file": None, "foreground": False}
+    flags = {"protocol": 2, "multiuser": False, "config_file": None}
     iterator = iter(args)
     for arg in iterator:
         if arg in ("-p", "--protocol"):
@@ -352,8 +348,6 @@ def daemon_flags(cmdline, environ):
             flags["config_file"] = next(iterator, None)
         elif arg.startswith("--apply="):
             flags["config_file"] = arg.split("=", 1)[1]
-        elif arg in ("-f", "--foreground"):
-            flags["foreground"] = True
     for item in environ or []:
         if item.startswith("CUDA_MPS_PROTOCOL_VERSION=") and item.split("=", 1)[1] in ("2", "3"):
             flags["protocol"] = int(item.split("=", 1)[1])
@@ -512,6 +506,7 @@ class MpsControl:
             "protocol": daemon["protocol"],
             "multiuser": daemon["multiuser"],
             "config_file": daemon["config_file"],
+            "stale_pid_file": daemon["stale_pid_file"],
             "server_pids": [],
             "servers": [],
             "default_active_thread_percentage": None,

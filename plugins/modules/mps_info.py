@@ -98,6 +98,11 @@ state:
     config_file:
       description: The TOML file it was started with (C(-a)).
       type: str
+    stale_pid_file:
+      description: >-
+        Whether the pid file names a process that is gone or is not the control daemon
+        (a daemon that died without cleaning up).
+      type: bool
     server_pids:
       description: PIDs of its MPS servers.
       type: list

@@ -174,8 +174,8 @@ def test_the_guides_query_word_for_word():
         "nvidia-cuda-mps-control -p 3 namespace list --server=shared".split() and stdin is None
     assert mps.render("namespace_list", server="shared")[0] == \
         ["-p", "3", "namespace", "list", "--server=shared", "--format=csv"]
-    assert "namespace_list" in mps.unverified_verbs()
-    assert "get_server_list" not in mps.unverified_verbs()
+    assert mps.VERBS["namespace_list"]["verified"] is False  # until recorded on an r615 node
+    assert mps.VERBS["get_server_list"]["verified"] is True
 
 
 @pytest.mark.parametrize("name, params", [
@@ -218,7 +218,7 @@ def test_answers_become_named_failures(verb, rc, out, err, failure):
 @pytest.mark.parametrize("cmdline, environ, flags", [
     (["nvidia-cuda-mps-control", "-d"], [], {"protocol": 2, "multiuser": False, "config_file": None}),
     (["/usr/bin/nvidia-cuda-mps-control", "-p", "3", "-m", "-f", "-a", "/etc/m.toml"], [],
-     {"protocol": 3, "multiuser": True, "config_file": "/etc/m.toml", "foreground": True}),
+     {"protocol": 3, "multiuser": True, "config_file": "/etc/m.toml"}),
     (["python3", "/usr/bin/nvidia-cuda-mps-control", "--protocol=3", "--apply=/x.toml"], [],
      {"protocol": 3, "config_file": "/x.toml"}),
     (["nvidia-cuda-mps-control", "-d", "-p", "3"], ["CUDA_MPS_PROTOCOL_VERSION=2"], {"protocol": 2}),
