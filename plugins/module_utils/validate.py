@@ -148,16 +148,19 @@ def items(parameter, value, example, minimum=1, each=None):
 SCP_LIKE_RE = re.compile(r"(?:(?P<userinfo>[^@/]+)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])"
                          r":(?!//)(?P<path>.+)")
 
+# userinfo@rest without a scheme, where the '@' comes before any '/' and does
+# not introduce a digest (name@sha256:... is an image reference, not a login).
+_BARE_USERINFO_RE = re.compile(r"(?P<userinfo>[^@/\s]+)@(?!(?:[a-z0-9]+(?:[+._-][a-z0-9]+)*):[0-9a-fA-F]{32,})"
+                               r"(?P<rest>[^@]+)", re.S)
+
 
 def redact_url(url):
     """The URL with any user information replaced by <redacted>."""
     if not isinstance(url, string_types) or "@" not in url:
         return url
     if "://" not in url:
-        scp = SCP_LIKE_RE.fullmatch(url)
-        if scp and scp.group("userinfo"):
-            return "%s@%s:%s" % (REDACTED, scp.group("host"), scp.group("path"))
-        return url
+        bare = _BARE_USERINFO_RE.fullmatch(url)
+        return "%s@%s" % (REDACTED, bare.group("rest")) if bare else url
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -169,8 +172,12 @@ def redact_url(url):
 
 
 def has_credentials(url):
+    """User information in a URL, or before the host of a scheme-less
+    reference (user:password@registry/path, user@host:path)."""
     if not isinstance(url, string_types):
         return False
+    if "://" not in url:
+        return _BARE_USERINFO_RE.fullmatch(url) is not None
     try:
         return "@" in urlsplit(url).netloc
     except ValueError:

@@ -130,3 +130,15 @@ def test_git_url_refuses_credentials_and_redacts_them(value, shown, words):
     assert shown in err.value.msg and words in err.value.msg
     assert "s3cret" not in err.value.msg and "ghp_abc123" not in err.value.msg
     assert err.value.details() == {"failure": "bad_input", "parameter": "repo_url"}
+
+
+@pytest.mark.parametrize("value, redacted", [
+    ("robot:tok3n@registry.example.com/team", "<redacted>@registry.example.com/team"),
+    ("git@github.com:a/b.git", "<redacted>@github.com:a/b.git"),
+    ("busybox@sha256:" + "a" * 64, "busybox@sha256:" + "a" * 64),
+    ("registry.example.com/x@sha256:" + "b" * 64, "registry.example.com/x@sha256:" + "b" * 64),
+    ("registry.example.com/team", "registry.example.com/team"),
+])
+def test_scheme_less_references_are_redacted_before_the_host(value, redacted):
+    assert validate.redact_url(value) == redacted
+    assert validate.has_credentials(value) is (redacted != value)
