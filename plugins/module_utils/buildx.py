@@ -210,7 +210,8 @@ class Buildx:
         result = self._run(args)
         if result.rc != 0:
             if name and NO_BUILDER_RE.search(result.stderr):
-                return {"name": name, "exists": False}
+                return {"name": name, "exists": False, "driver": None, "status": None, "error": None,
+                        "platforms": [], "nodes": []}
             raise BuildxError("docker %s failed (rc=%d): %s" % (" ".join(args), result.rc,
                                                                  result.stderr.strip()), result)
         try:

@@ -29,11 +29,24 @@ extends_documentation_fragment:
 options:
   builders:
     description:
-      - Builders to inspect besides the current one. A builder that does not
-        exist is reported with RV(details.exists=false), not as a failure.
+      - Builders to inspect besides the current one, each with the platforms it
+        must be able to build. A builder that does not exist is reported with
+        RV(details.exists=false), not as a failure.
     type: list
-    elements: str
+    elements: dict
     default: []
+    suboptions:
+      name:
+        description:
+          - Builder name; omitted, the current builder (the one C(make build) uses).
+        type: str
+      platforms:
+        description:
+          - Platforms (C(os/arch[/variant])) the builder must list; those it lacks
+            are returned in RV(details.missing_platforms) and RV(missing_arches).
+        type: list
+        elements: str
+        default: []
 notes:
   - Platforms are normalised as the registry reports them (C(linux/arm64/v8)
     is C(linux/arm64)); the C(*) buildx puts after platforms set by hand is dropped.
@@ -42,15 +55,19 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Read the builders and the dedicated multi-platform one
+- name: Read the current builder and the dedicated multi-platform one
   smshare.kai.buildx_info:
-    builders: [kai-multiarch]
+    builders:
+      - platforms: [linux/amd64, linux/arm64]
+      - name: kai-multiarch
+        platforms: [linux/amd64, linux/arm64]
   register: buildx
 
-- name: Require a current builder that can build arm64
-  ansible.builtin.assert:
-    that: "'linux/arm64' in buildx.details[buildx.current].platforms"
-    fail_msg: "Builder {{ buildx.current }} cannot build linux/arm64: install QEMU (tonistiigi/binfmt)."
+- name: Install QEMU for the architectures the builders lack
+  ansible.builtin.command:
+    argv: [docker, run, --privileged, --rm, tonistiigi/binfmt, --install, "{{ buildx.missing_arches | join(',') }}"]
+  changed_when: true
+  when: buildx.missing_arches | length > 0
 """
 
 RETURN = r"""
@@ -108,6 +125,18 @@ details:
   sample:
     default: {name: default, exists: true, driver: docker, status: running, error: null,
               platforms: [linux/amd64, linux/amd64/v2, linux/amd64/v3, linux/386], nodes: []}
+    missing_platforms:
+      description: The platforms asked for in O(builders) that the builder does not list.
+      type: list
+      elements: str
+missing_arches:
+  description: >-
+    Architectures of every platform a builder in O(builders) lacks, as
+    C(tonistiigi/binfmt --install) takes them (C(arm64), C(arm), C(riscv64)...).
+  returned: success
+  type: list
+  elements: str
+  sample: [arm64]
 failure:
   description: >-
     Name of the failure: V(bad_input), V(docker_missing), V(buildx_missing),
@@ -125,19 +154,31 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.buildx import NAME_PATTERN, Buildx
+from ansible_collections.smshare.kai.plugins.module_utils.registry import normalize_platform
 from ansible_collections.smshare.kai.plugins.module_utils.runner import ToolError
+
+
+PLATFORM_PATTERN = r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?"
+
+
+def check_builder(name, entry):
+    validate.text(name + ".name", entry.get("name"), "kai-multiarch", pattern=NAME_PATTERN, positional=True,
+                  required=False, rule="must be a buildx builder name (letters, digits, '_', '.', '-')")
+    validate.items(name + ".platforms", entry.get("platforms") or [], "[linux/amd64, linux/arm64]", minimum=0,
+                   each=lambda item, value: validate.text(item, value, "linux/arm64", pattern=PLATFORM_PATTERN,
+                                                          rule="must be a platform os/arch[/variant]"))
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(builders=dict(type="list", elements="str", default=[])),
+        argument_spec=dict(builders=dict(
+            type="list", elements="dict", default=[],
+            options=dict(name=dict(type="str"), platforms=dict(type="list", elements="str", default=[])))),
         supports_check_mode=True,
     )
     try:
-        validate.items("builders", module.params["builders"], "[kai-multiarch]", minimum=0,
-                       each=lambda name, value: validate.text(
-                           name, value, "kai-multiarch", pattern=NAME_PATTERN, positional=True,
-                           rule="must be a buildx builder name (letters, digits, '_', '.', '-')"))
+        validate.items("builders", module.params["builders"], "[{name: kai-multiarch}]", minimum=0,
+                       each=check_builder)
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
 
@@ -147,12 +188,23 @@ def main():
         # inspect without a name reads the builder make will use (BUILDX_BUILDER, else current)
         current = buildx.inspect()
         details = {current["name"]: current}
-        for name in module.params["builders"]:
-            if name not in details:
-                details[name] = buildx.inspect(name)
+        for entry in module.params["builders"]:
+            if entry["name"] and entry["name"] not in details:
+                details[entry["name"]] = buildx.inspect(entry["name"])
     except ToolError as exc:
         module.fail_json(msg=exc.msg, **exc.details())
-    module.exit_json(changed=False, current=current["name"], builders=builders, details=details)
+
+    arches = []
+    for entry in module.params["builders"]:
+        found = details[entry["name"] or current["name"]]
+        lacking = [normalize_platform(p) for p in entry["platforms"]
+                   if normalize_platform(p) not in found.get("platforms", [])]
+        found["missing_platforms"] = sorted(set(found.get("missing_platforms", []) + lacking))
+        arches += [p.split("/")[1] for p in lacking if p.split("/")[1] not in arches]
+    for found in details.values():
+        found.setdefault("missing_platforms", [])
+    module.exit_json(changed=False, current=current["name"], builders=builders, details=details,
+                     missing_arches=sorted(arches))
 
 
 if __name__ == "__main__":

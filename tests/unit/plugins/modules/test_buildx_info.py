@@ -26,17 +26,19 @@ def test_buildx_info(case, monkeypatch, tmp_path):
              binaries=case.get("binaries", ["docker"]))
 
 
-@pytest.mark.parametrize("builders, words", [
-    (["-rm"], ["builders[0]='-rm'", "must not start with '-'"]),
-    (["kai multiarch"], ["builders[0]='kai multiarch'", "must be a buildx builder name"]),
-    (["kai\nmultiarch"], ["builders[0]='kai\\\\nmultiarch'", "control characters"]),
-    ([""], ["builders[0]=''", "must be set"]),
-    (["x" * 10 + "/y"], ["must be a buildx builder name"]),
+@pytest.mark.parametrize("builders, parameter, words", [
+    ([{"name": "-rm"}], "builders[0].name", ["builders[0].name='-rm'", "must not start with '-'"]),
+    ([{"name": "kai multiarch"}], "builders[0].name", ["'kai multiarch'", "must be a buildx builder name"]),
+    ([{"name": "kai\nmultiarch"}], "builders[0].name", ["builders[0].name='kai", "control characters"]),
+    ([{"name": "x/y"}], "builders[0].name", ["must be a buildx builder name"]),
+    ([{"platforms": ["amd64"]}], "builders[0].platforms[0]", ["'amd64'", "os/arch[/variant]"]),
+    ([{"platforms": ["linux/arm64\n"]}], "builders[0].platforms[0]", ["control characters"]),
+    ([{}, {"name": "k", "platforms": ["Linux/AMD64"]}], "builders[1].platforms[0]", ["os/arch[/variant]"]),
 ])
-def test_bad_builder_names_are_refused_before_any_call(monkeypatch, tmp_path, builders, words):
+def test_bad_input_is_refused_before_any_call(monkeypatch, tmp_path, builders, parameter, words):
     result = run_case(monkeypatch, buildx_info.main,
                       {"args": {"builders": builders}, "calls": [],
-                       "expected": {"failed": True, "failure": "bad_input", "parameter": "builders[0]"}},
+                       "expected": {"failed": True, "failure": "bad_input", "parameter": parameter}},
                       tmp_path, binaries=["docker"])
     for word in words:
         assert word in result["msg"]
