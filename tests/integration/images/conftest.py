@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,9 @@ class ForkImages:
         self.forks = forks
         self.workdir = self.root / "work"
         self.docker = self.root / "docker"      # the stand-in docker's state (builders, QEMU)
+        self.auth_file = self.root / "auth.json"
+        self.vars_file = self.root / "vars.json"
+        self.token = "tok-" + uuid.uuid4().hex
         self.record = self.root / "make-record.jsonl"
         self.manifest = self.root / "manifest.json"
         self.inventory = self.root / "hosts.yml"
@@ -92,7 +96,9 @@ class ForkImages:
     def vars(self, **overrides):
         reg = self.registry
         env = {"STANDIN_BUILDAH_ROOT": str(self.root / "buildah"), "STANDIN_CERT_DIR": reg.cert_dir,
-               "REGISTRY_AUTH_FILE": str(self.root / "auth.json"), "STANDIN_MAKE_RECORD": str(self.record)}
+               "REGISTRY_AUTH_FILE": str(self.auth_file), "STANDIN_MAKE_RECORD": str(self.record),
+               # stands for a proxy or GOPROXY token: must never be shown or left behind
+               "SMSHARE_TEST_PROXY_TOKEN": self.token}
         env.update(overrides.pop("extra_env", {}))
         data = {
             "fork_images_kai_scheduler_repo_url": self.forks["kai_scheduler"]["url"],
@@ -119,16 +125,16 @@ class ForkImages:
         env.update(PATH=f"{STANDIN_DOCKER}:{env['PATH']}", STANDIN_DOCKER_STATE=str(self.docker))
         return env
 
-    def play(self, *args, drop=(), **overrides):
-        """Run playbooks/images.yml; `drop` leaves variables unset."""
+    def play(self, *args, drop=(), env=None, **overrides):
+        """Run playbooks/images.yml; `drop` leaves variables unset, `env` adds
+        to ansible-playbook's environment."""
         data = self.vars(**overrides)
         for name in drop:
             data.pop(name)
-        vars_file = self.root / "vars.json"
-        vars_file.write_text(json.dumps(data))
-        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *args]
+        self.vars_file.write_text(json.dumps(data))
+        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{self.vars_file}", *args]
         start = time.monotonic()
-        proc = subprocess.run(argv, env=self.env(), text=True, stdout=subprocess.PIPE,
+        proc = subprocess.run(argv, env=dict(self.env(), **(env or {})), text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, cwd=REPO, check=False)
         return Outcome(proc.returncode, proc.stdout, time.monotonic() - start)
 
