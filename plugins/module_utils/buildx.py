@@ -212,8 +212,8 @@ class Buildx:
             if name and NO_BUILDER_RE.search(result.stderr):
                 return {"name": name, "exists": False, "driver": None, "status": None, "error": None,
                         "platforms": [], "nodes": []}
-            raise BuildxError("docker %s failed (rc=%d): %s" % (" ".join(args), result.rc,
-                                                                 result.stderr.strip()), result)
+            raise BuildxError("docker %s failed (rc=%d): %s" % (" ".join(args), result.rc, result.stderr.strip()),
+                              result)
         try:
             details = parse_inspect(result.stdout)
         except ValueError as exc:

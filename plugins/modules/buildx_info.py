@@ -122,13 +122,14 @@ details:
       description: Every platform its nodes can build (empty while inactive).
       type: list
       elements: str
-  sample:
-    default: {name: default, exists: true, driver: docker, status: running, error: null,
-              platforms: [linux/amd64, linux/amd64/v2, linux/amd64/v3, linux/386], nodes: []}
     missing_platforms:
-      description: The platforms asked for in O(builders) that the builder does not list.
+      description: The platforms asked of it in O(builders) that it does not list.
       type: list
       elements: str
+  sample:
+    default: {name: default, exists: true, driver: docker, status: running, error: null,
+              platforms: [linux/amd64, linux/amd64/v2, linux/amd64/v3, linux/386], missing_platforms: [],
+              nodes: []}
 missing_arches:
   description: >-
     Architectures of every platform a builder in O(builders) lacks, as

@@ -17,10 +17,10 @@ description:
     Docker image manifests, and reports per image whether it exists, its
     digest and its platforms.
   - Authenticates with HTTP basic auth or the bearer-token challenge flow
-    (C(WWW-Authenticate)) that public registries use. Credentials go to the
-    registry and its https token service only: a redirect to another host
-    (a blob store) gets no C(Authorization) header, nothing is fetched over
-    plain HTTP, and a token service that is not https gets no credentials.
+    (C(WWW-Authenticate)) that public registries use.
+  - "Credentials go to the registry and its https token service only: a redirect
+    to another host (a blob store) gets no C(Authorization) header, nothing is
+    fetched over plain HTTP, and a token service that is not https gets no credentials."
   - An image that is not in the registry (HTTP 404) is reported with
     C(exists=false); authentication (401), permission (403), TLS and
     connection failures fail the module with a named RV(failure) and a
@@ -32,7 +32,7 @@ options:
     description:
       - Image references, C(host[:port]/path/name:tag) or C(...@sha256:...), at least one.
       - A reference without a registry host means Docker Hub.
-      - No credentials in references (C(user:password@host/...)): use O(username) and O(password).
+      - "No credentials in references (C(user:password@host/...)): use O(username) and O(password)."
     type: list
     elements: str
     required: true
