@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))                          # registry_state
 sys.path.insert(0, str(REPO / "tests" / "integration" / "images"))
 from conftest import ForkImages, Registry, base_env  # noqa: E402
 

@@ -278,3 +278,24 @@ def test_bad_input_stops_the_real_play_before_anything_changes(scenario, second_
     assert SECRET not in outcome.output
     assert not (tmp_path / "untouched").exists()
     assert scenario.docker_calls() == calls and len(scenario.records()) == records
+
+
+def test_failed_login_is_a_failure_that_builds_nothing(scenario, tmp_path):
+    """buildah cannot store the login (its auth file lies under a regular
+    file): the play fails at the login, names the tool, user and registry,
+    builds nothing and shows no secret."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    count = len(scenario.records())
+    outcome = scenario.play("-vvv", fork_images_tag="login-1",
+                            extra_env={"REGISTRY_AUTH_FILE": str(blocker / "auth.json")})
+    assert outcome.rc != 0
+    text = flat(outcome)
+    assert (f"buildah login to {scenario.registry.address} as {scenario.registry.username} failed (rc "
+            in text), outcome.output[-3000:]
+    assert "Nothing was built" in text
+    assert len(scenario.records()) == count
+    for secret in (scenario.registry.password, base64.b64encode(scenario.registry.password.encode()).decode(),
+                   scenario.token):
+        assert secret not in outcome.output
+    assert not (scenario.workdir / ".build-env").exists()
