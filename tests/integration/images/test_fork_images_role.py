@@ -222,6 +222,8 @@ def test_images_missing_or_short_of_a_platform_after_the_build_are_named(scenari
     assert f"{base}/kai-scheduler/binder:short-1 (lacks linux/arm64)" in text
     assert f"{base}/kai-gpu-fractioning/operator:short-1" not in text
     assert scenario.manifest.read_text() == before
+    # it logged in again with the same credentials: the auth file did not change, and the role says so
+    assert "stored credentials unchanged" in text
 
 
 def test_failed_make_reports_the_log(scenario, second_run, tmp_path):
