@@ -131,3 +131,29 @@ def test_redact_url():
     assert validate.redact_url("https://h/x") == "https://h/x"
     assert validate.redact_url(None) is None
     assert validate.has_credentials("https://u:p@h/") and not validate.has_credentials("https://h/a@b")
+
+
+@pytest.mark.parametrize("value, shown, words", [
+    ("https://ghp_abc123@github.com/a/b.git", "https://<redacted>@github.com/a/b.git", "token@"),
+    ("https://alice:s3cret@github.com/a/b.git", "https://<redacted>@github.com/a/b.git", "credential helper"),
+    ("ssh://git:s3cret@github.com/a/b.git", "ssh://<redacted>@github.com/a/b.git", "credentials"),
+    ("git:s3cret@github.com:a/b.git", "<redacted>@github.com:a/b.git", "password"),
+])
+def test_git_url_refuses_credentials_and_redacts_them(value, shown, words):
+    with pytest.raises(validate.BadInput) as err:
+        validate.git_url("repo_url", value, "https://github.com/a/b.git")
+    assert shown in err.value.msg and words in err.value.msg
+    assert "s3cret" not in err.value.msg and "ghp_abc123" not in err.value.msg
+    assert err.value.details() == {"failure": "bad_input", "parameter": "repo_url"}
+
+
+@pytest.mark.parametrize("value, redacted", [
+    ("robot:tok3n@registry.example.com/team", "<redacted>@registry.example.com/team"),
+    ("git@github.com:a/b.git", "<redacted>@github.com:a/b.git"),
+    ("busybox@sha256:" + "a" * 64, "busybox@sha256:" + "a" * 64),
+    ("registry.example.com/x@sha256:" + "b" * 64, "registry.example.com/x@sha256:" + "b" * 64),
+    ("registry.example.com/team", "registry.example.com/team"),
+])
+def test_scheme_less_references_are_redacted_before_the_host(value, redacted):
+    assert validate.redact_url(value) == redacted
+    assert validate.has_credentials(value) is (redacted != value)
