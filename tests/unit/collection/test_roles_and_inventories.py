@@ -22,9 +22,12 @@ def load(path):
 def test_argument_spec_matches_defaults(role):
     defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
     options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert sorted(defaults) == sorted(options), "defaults and argument_specs list different variables"
-    for name, value in defaults.items():
+    assert set(defaults) <= set(options), "defaults/main.yml sets variables argument_specs does not list"
+    for name in set(options) - set(defaults):   # optional values are absent from the defaults, not ""
+        assert "default" not in options[name], "%s: the spec has a default that defaults/main.yml lacks" % name
+    for name in options:
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
+    for name, value in defaults.items():
         if "default" in options[name]:
             assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
                 name, options[name]["default"], value)

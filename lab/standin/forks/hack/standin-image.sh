@@ -15,7 +15,9 @@
 # Environment: STANDIN_BUILDAH_ROOT (private storage), STANDIN_CERT_DIR (CA for
 # the registry), REGISTRY_AUTH_FILE (credentials written by `login`),
 # STANDIN_SKIP_PUSH (space-separated "<fork>/<service>" whose push silently
-# goes missing, to prove the role's final verification), BUILDX_BUILDER.
+# goes missing, to prove the role's final verification), STANDIN_ONLY_PLATFORMS
+# (buildx builds these platforms whatever it was asked: a build that silently
+# drops an architecture), BUILDX_BUILDER.
 set -euo pipefail
 
 buildah_cmd=(buildah)
@@ -101,7 +103,7 @@ case "$1" in
     echo "${2##*:}: pushed"
     ;;
   buildx)
-    ref=$2 platforms=$3 push=${4:-}
+    ref=$2 platforms=${STANDIN_ONLY_PLATFORMS:-$3} push=${4:-}
     if [ "${platforms//,/}" != "$platforms" ] && [ -z "$push" ] && [ "${BUILDX_BUILDER:-}" = default ]; then
       echo "ERROR: Multi-platform build is not supported for the docker driver." >&2
       exit 1
