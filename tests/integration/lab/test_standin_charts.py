@@ -111,7 +111,8 @@ def images(lab):
     proc = lab.playbook("playbooks/images.yml")
     assert proc.returncode == 0, describe(proc)
     manifest = json.loads((lab.state_dir / "fork_images_manifest.json").read_text())
-    digests = {(e["fork"], e["service"]): e["digest"] for e in manifest["images"]}
+    # Keyed by repository: "<registry>/kai-scheduler/binder" -> digest.
+    digests = {e["image"]: e["digest"] for e in manifest["images"]}
     return {"tag": manifest["images"][0]["tag"], "digests": digests,
             "registry": f"{lab.registry.address}/kai-fork"}
 
@@ -179,7 +180,7 @@ def test_kai_release_runs_every_service_from_the_fork_images(lab, installed, ima
         image = deploy["spec"]["template"]["spec"]["containers"][0]["image"]
         assert image == f"{images['registry']}/kai-scheduler/{image_name}:{images['tag']}"
         pod = pod_of(lab, KAI_NS, f"app={name}")
-        assert image_digest(pod) == images["digests"][("kai-scheduler", image_name)], name
+        assert image_digest(pod) == images["digests"][image.rsplit(":", 1)[0]], name
         assert pod["spec"]["imagePullSecrets"] == [{"name": "lab-registry"}]
 
 
@@ -257,11 +258,11 @@ def test_operator_creates_the_daemonsets_on_gpu_nodes_from_the_fork_images(lab, 
         [f"{repo}/fractiond:{images['tag']}", f"{repo}/metricsd:{images['tag']}"]
     assert mpsd["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
     pod = pod_of(lab, FRAC_NS, "app.kubernetes.io/component=mpsd")
-    assert image_digest(pod) == images["digests"][("kai-gpu-fractioning", "mpsd")]
+    assert image_digest(pod) == images["digests"][f"{repo}/mpsd"]
     two = pod_of(lab, FRAC_NS, "app.kubernetes.io/component=fractiond")
     assert [s["ready"] for s in two["status"]["containerStatuses"]] == [True, True]
     operator = pod_of(lab, FRAC_NS, "app.kubernetes.io/name=gpu-fractioning")
-    assert image_digest(operator) == images["digests"][("kai-gpu-fractioning", "operator")]
+    assert image_digest(operator) == images["digests"][f"{repo}/operator"]
 
 
 def test_config_and_node_report_ready(lab, installed):
