@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 . scripts/env.sh
 
 t0=$SECONDS
-lab/labctl up "$@"
+# With the node tier: the cluster roles install the forks' charts and wait for their pods.
+lab/labctl up --nodes "$@"
 t_lab=$((SECONDS - t0))
 eval "$(lab/labctl env)"
 
