@@ -12,11 +12,15 @@
 #   lab/standin/apt/repo.sh ensure       serve it without a hold (a Molecule prepare run by hand)
 #   lab/standin/apt/repo.sh url          print the base URL (http://GATEWAY:PORT)
 #   lab/standin/apt/repo.sh status       exit 0 when the server answers
+#   lab/standin/apt/repo.sh credentials  print the file with the "user:password" that
+#                                        <url>/private/ (a mirror that needs a login) takes
 #
 # Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
 # debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
-# apt at it. Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK (podman),
-# SMSHARE_APT_STATE (.lab/apt under the repository root).
+# apt at it. <url>/distro/ stands in for the distribution's archive (kernel
+# headers, initramfs-tools, python3-debian: lab/standin/apt/provision-node.sh).
+# Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK
+# (podman), SMSHARE_APT_STATE (.lab/apt under the repository root).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 state=${SMSHARE_APT_STATE:-$root/.lab/apt}
@@ -51,6 +55,15 @@ running() {
 
 build() { mkdir -p "$state"; python3 "$here/build_repo.py" --out "$state" --url "$(url)"; }
 
+# Random credentials for <url>/private/, made once (0600).
+credentials() {
+    local file=$state/mirror-credentials
+    if [[ ! -s "$file" ]]; then
+        (umask 077; python3 -c 'import secrets; print("mirror-%s:%s" % (secrets.token_hex(3), secrets.token_urlsafe(18)))' > "$file")
+    fi
+    echo "$file"
+}
+
 # Before the first container the bridge (and its address) does not exist yet:
 # then a live server process is all there is to check.
 answers() {
@@ -76,6 +89,7 @@ serve() {
     repo=$(build)
     if ! running; then
         setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
+            --auth-file "$(credentials)" \
             >>"$state/server.log" 2>&1 < /dev/null 8>&- &
         echo $! > "$pidfile"
         for _ in $(seq 50); do answers && break; sleep 0.1; done
@@ -95,10 +109,11 @@ case "${1:-}" in
     build) build ;;
     url) url ;;
     status) running && answers ;;
+    credentials) credentials ;;
     ensure) serve ;;
     start) mkdir -p "$state/holds" && touch "$state/holds/started" && serve ;;
     stop) rm -f "$state/holds/started"; stop_if_unheld ;;
     hold) pid_arg "${2:-}"; mkdir -p "$state/holds" && touch "$state/holds/$2" && serve ;;
     release) pid_arg "${2:-}"; rm -f "$state/holds/$2"; stop_if_unheld ;;
-    *) sed -n '2,22p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    *) sed -n '2,25p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

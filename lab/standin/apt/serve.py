@@ -4,13 +4,20 @@
 Binds one address (the podman bridge gateway, never 0.0.0.0) with
 IP_FREEBIND, so it can start before the bridge exists (podman creates it
 with the first container). GET and HEAD with Last-Modified/If-Modified-Since.
-Usage: serve.py --bind 10.88.0.1 --port 18615 --root .lab/apt/repo
+With --auth-file (one line "user:password") the same tree is also served
+under /private/ to clients that send those credentials (HTTP basic auth),
+as a site's mirror that needs a login does; others get 401.
+Usage: serve.py --bind 10.88.0.1 --port 18615 --root .lab/apt/repo [--auth-file F]
 """
 import argparse
+import base64
 import functools
+import hmac
 import http.server
 import socket
 import sys
+
+PRIVATE = "/private/"
 
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
 
@@ -24,9 +31,34 @@ class FreebindServer(http.server.ThreadingHTTPServer):
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    credentials = None  # "user:password" that /private/ requires
+
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         sys.stderr.write("%s %s\n" % (self.address_string(), format % args))
         sys.stderr.flush()
+
+    def authorized(self):
+        """Strip /private/ from the path; False (401 sent) when its credentials are wrong."""
+        if not self.path.startswith(PRIVATE):
+            return True
+        given = self.headers.get("Authorization", "")
+        wanted = "Basic " + base64.b64encode(self.credentials.encode()).decode() if self.credentials else None
+        if wanted is None or not hmac.compare_digest(given.encode(), wanted.encode()):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="smshare stand-in mirror"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return False
+        self.path = "/" + self.path[len(PRIVATE):]
+        return True
+
+    def do_GET(self):  # noqa: N802 - the base class's name
+        if self.authorized():
+            super().do_GET()
+
+    def do_HEAD(self):  # noqa: N802 - the base class's name
+        if self.authorized():
+            super().do_HEAD()
 
 
 def main():
@@ -34,7 +66,11 @@ def main():
     parser.add_argument("--bind", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--root", required=True)
+    parser.add_argument("--auth-file", help='file with "user:password" for /private/')
     args = parser.parse_args()
+    if args.auth_file:
+        with open(args.auth_file, encoding="utf-8") as handle:
+            QuietHandler.credentials = handle.read().strip()
     if args.bind in ("0.0.0.0", "::", ""):
         parser.error("refusing to listen on every address; pass the bridge gateway")
     handler = functools.partial(QuietHandler, directory=args.root)
