@@ -3,8 +3,8 @@
 # STAND-IN provisioning of a GPU-node container with what every real GPU node
 # already has and a container lacks: its distribution's archive in apt's
 # sources (here the lab's stand-in subset, <url>/distro/, with the running
-# kernel's headers and python3-debian) and initramfs-tools (here a stand-in
-# whose "image" records the blacklisted modules). Run as root inside the node:
+# kernel's headers and python3-debian), initramfs-tools (here a stand-in
+# whose "image" records the blacklisted modules) and kmod's /etc/modprobe.d. Run as root inside the node:
 #
 #   podman exec -i NODE sh -s URL < lab/standin/apt/provision-node.sh
 #
@@ -15,6 +15,7 @@ key=/usr/share/keyrings/smshare-standin-archive.gpg
 list=/etc/apt/sources.list.d/smshare-standin-distro.list
 entry="deb [signed-by=$key] ${url%/}/distro/ /"
 
+mkdir -p /etc/modprobe.d
 if [ ! -s "$key" ]; then
     python3 -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())' \
         "${url%/}/distro/standin-archive-key.gpg" > "$key.tmp"
