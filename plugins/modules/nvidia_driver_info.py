@@ -35,9 +35,9 @@ options:
     elements: str
     default: []
 notes:
-  - Versions are Debian versions (C(615.71.09-0ubuntu1)); RV(apt) also gives
-    each one's upstream part (C(615.71.09)), which is what the driver and Fabric
-    Manager must share. The Debian revisions of the two may differ.
+  - RV(apt) gives each version as its Debian version (C(615.71.09-0ubuntu1)) and
+    its upstream part (C(615.71.09)), which is what the driver and Fabric Manager
+    must share. The Debian revisions of the two may differ.
 seealso:
   - module: smshare.kai.gpu_info
   - module: smshare.kai.apt_negative_pins
@@ -64,27 +64,27 @@ installed:
   sample: {"nvidia-driver-open": "615.71.09-1", "nvidia-driver-pinning-615": "615.71.09-1",
            "nvidia-fabricmanager": "615.71.09-2", "cuda-keyring": "1.1-1"}
 apt:
-  description: Per package of O(packages), apt's view; empty when O(packages) is empty.
+  description:
+    - Per package of O(packages), apt's view; empty when O(packages) is empty.
+    - Each version is given as Debian version and its upstream part, which is
+      what the driver, Fabric Manager and NSCQ must share (their Debian revisions may differ).
   returned: success
   type: dict
   contains:
     installed:
-      description: Installed Debian version, null when not installed.
-      type: str
+      description: The installed version (C(version), C(upstream)), null when not installed.
+      type: dict
     candidate:
       description: The version apt would install, null when none (no repository offers it, or a pin forbids it).
-      type: str
+      type: dict
     versions:
-      description: Every version apt knows, newest first.
+      description: Every version apt knows (C(version), C(upstream)), newest first.
       type: list
-      elements: str
-    upstream:
-      description: The upstream part of each of RV(apt.versions), in the same order.
-      type: list
-      elements: str
-  sample: {"nvidia-driver-open": {"installed": null, "candidate": "615.71.09-1",
-                                  "versions": ["615.71.09-1", "580.95.05-1"],
-                                  "upstream": ["615.71.09", "580.95.05"]}}
+      elements: dict
+  sample: {"nvidia-fabricmanager": {"installed": null,
+                                    "candidate": {"version": "615.71.09-2", "upstream": "615.71.09"},
+                                    "versions": [{"version": "615.71.09-2", "upstream": "615.71.09"},
+                                                 {"version": "615.71.09-1", "upstream": "615.71.09"}]}}
 driver:
   description: The loaded driver.
   returned: success
@@ -161,13 +161,16 @@ def check_package(name, value):
                   rule="must be a Debian package name (lowercase letters, digits, '+', '-', '.')")
 
 
+def version(debian_version):
+    if debian_version is None:
+        return None
+    return {"version": debian_version, "upstream": upstream_version(debian_version)}
+
+
 def apt_view(apt, names):
-    view = {}
-    for name, entry in apt.policy(names).items():
-        versions = [v["version"] for v in entry["versions"]]
-        view[name] = {"installed": entry["installed"], "candidate": entry["candidate"],
-                      "versions": versions, "upstream": [upstream_version(v) for v in versions]}
-    return view
+    return dict((name, {"installed": version(entry["installed"]), "candidate": version(entry["candidate"]),
+                        "versions": [version(v["version"]) for v in entry["versions"]]})
+                for name, entry in apt.policy(names).items())
 
 
 def read(module, packages):

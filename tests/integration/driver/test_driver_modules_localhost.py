@@ -85,9 +85,8 @@ def test_driver_info_on_this_debian_host_with_the_standin_driver(tmp_path):
     assert rc == 0 and result["changed"] is False, result
     assert result["driver"]["state"] == "ok" and result["driver"]["branch"] == 615
     assert result["apt"]["bash"]["installed"] and result["apt"]["bash"]["candidate"]
-    assert result["apt"]["nvidia-driver-open"] == {"installed": None, "candidate": None, "versions": [],
-                                                  "upstream": []}
-    assert result["installed"]["bash"] == result["apt"]["bash"]["installed"]
+    assert result["apt"]["nvidia-driver-open"] == {"installed": None, "candidate": None, "versions": []}
+    assert result["installed"]["bash"] == result["apt"]["bash"]["installed"]["version"]
     assert set(result["services"]) == {"nvidia-fabricmanager", "nvidia-persistenced"}
     # Upgraded but not rebooted: a state, not a failure.
     (root / "run/nvidia-standin/loaded.json").write_text(json.dumps(dict(driver, version="580.95.05")))
