@@ -4,7 +4,8 @@
 # already has and a container lacks: its distribution's archive in apt's
 # sources (here the lab's stand-in subset, <url>/distro/, with the running
 # kernel's headers and python3-debian), initramfs-tools (here a stand-in
-# whose "image" records the blacklisted modules) and kmod's /etc/modprobe.d. Run as root inside the node:
+# whose "image" records the blacklisted modules), kmod's /etc/modprobe.d, and
+# the site's CA (here the stand-in mirror's, for its https /private/ path). Run as root inside the node:
 #
 #   podman exec -i NODE sh -s URL < lab/standin/apt/provision-node.sh
 #
@@ -20,6 +21,13 @@ if [ ! -s "$key" ]; then
     python3 -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())' \
         "${url%/}/distro/standin-archive-key.gpg" > "$key.tmp"
     mv "$key.tmp" "$key"
+fi
+ca=/usr/local/share/ca-certificates/smshare-standin-mirror.crt
+if [ ! -s "$ca" ]; then
+    python3 -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())' \
+        "${url%/}/distro/standin-ca.crt" > "$ca.tmp"
+    mv "$ca.tmp" "$ca"
+    update-ca-certificates >/dev/null 2>&1
 fi
 if [ "$(cat "$list" 2>/dev/null)" != "$entry" ]; then
     echo "$entry" > "$list"

@@ -4,10 +4,12 @@
 Binds one address (the podman bridge gateway, never 0.0.0.0) with
 IP_FREEBIND, so it can start before the bridge exists (podman creates it
 with the first container). GET and HEAD with Last-Modified/If-Modified-Since.
-With --auth-file (one line "user:password") the same tree is also served
-under /private/ to clients that send those credentials (HTTP basic auth),
-as a site's mirror that needs a login does; others get 401.
-Usage: serve.py --bind 10.88.0.1 --port 18615 --root .lab/apt/repo [--auth-file F]
+With --tls-port, --cert, --key and --auth-file (one line "user:password")
+the same tree is also served over https under /private/ to clients that
+send those credentials (HTTP basic auth), as a site's mirror that needs a
+login does; others get 401, and plain http never serves /private/.
+Usage: serve.py --bind 10.88.0.1 --port 18615 --root .lab/apt/repo
+                [--tls-port 18616 --cert C --key K --auth-file F]
 """
 import argparse
 import base64
@@ -15,7 +17,9 @@ import functools
 import hmac
 import http.server
 import socket
+import ssl
 import sys
+import threading
 
 PRIVATE = "/private/"
 
@@ -38,12 +42,14 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         sys.stderr.flush()
 
     def authorized(self):
-        """Strip /private/ from the path; False (401 sent) when its credentials are wrong."""
+        """Strip /private/ from the path; False (401 sent) when its credentials
+        are wrong or the request did not come over TLS."""
         if not self.path.startswith(PRIVATE):
             return True
         given = self.headers.get("Authorization", "")
         wanted = "Basic " + base64.b64encode(self.credentials.encode()).decode() if self.credentials else None
-        if wanted is None or not hmac.compare_digest(given.encode(), wanted.encode()):
+        tls = isinstance(self.request, ssl.SSLSocket)
+        if not tls or wanted is None or not hmac.compare_digest(given.encode(), wanted.encode()):
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="smshare stand-in mirror"')
             self.send_header("Content-Length", "0")
@@ -67,6 +73,9 @@ def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--root", required=True)
     parser.add_argument("--auth-file", help='file with "user:password" for /private/')
+    parser.add_argument("--tls-port", type=int, help="also serve https here (needs --cert and --key)")
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     args = parser.parse_args()
     if args.auth_file:
         with open(args.auth_file, encoding="utf-8") as handle:
@@ -74,6 +83,12 @@ def main():
     if args.bind in ("0.0.0.0", "::", ""):
         parser.error("refusing to listen on every address; pass the bridge gateway")
     handler = functools.partial(QuietHandler, directory=args.root)
+    if args.tls_port:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.cert, args.key)
+        secure = FreebindServer((args.bind, args.tls_port), handler)
+        secure.socket = context.wrap_socket(secure.socket, server_side=True)
+        threading.Thread(target=secure.serve_forever, daemon=True).start()
     with FreebindServer((args.bind, args.port), handler) as server:
         server.serve_forever()
 

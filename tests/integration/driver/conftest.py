@@ -25,7 +25,7 @@ def run(argv, **kwargs):
 def driver_lab():
     image = run([REPO / "lab" / "node-image.sh"])
     url = run([REPO_SH, "hold", os.getpid()])
-    yield {"image": image, "url": url}
+    yield {"image": image, "url": url, "private_url": run([REPO_SH, "private-url"])}
     run([REPO_SH, "release", os.getpid()])
 
 
@@ -33,6 +33,7 @@ def driver_lab():
 def molecule_env(driver_lab):
     env = dict(os.environ)
     env["SMSHARE_APT_URL"] = driver_lab["url"]
+    env["SMSHARE_APT_PRIVATE_URL"] = driver_lab["private_url"]
     env["PATH"] = "%s:%s" % (REPO / ".venv" / "bin", env.get("PATH", ""))
     env.setdefault("CONTAINERS_CONF", str(REPO / "molecule" / "containers.conf"))
     env["ANSIBLE_FORCE_COLOR"] = "false"
