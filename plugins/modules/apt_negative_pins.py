@@ -12,11 +12,11 @@ module: apt_negative_pins
 short_description: Remove apt preferences records that give NVIDIA's repository a negative priority
 version_added: 0.1.0
 description:
-  - A record in C(/etc/apt/preferences) or C(/etc/apt/preferences.d/) whose
+  - "A record in C(/etc/apt/preferences) or C(/etc/apt/preferences.d/) whose
     C(Pin) names NVIDIA's repository (C(Pin: origin developer.download.nvidia.com),
     C(Pin: release o=NVIDIA)) with a negative C(Pin-Priority) stops apt from ever
     installing the driver from it; C(apt-get install) then appears to do nothing
-    (the guide's "check apt-cache policy nvidia-driver-open").
+    (the guide's 'check apt-cache policy nvidia-driver-open')."
   - This module finds such records that affect any of O(packages) and removes
     each whole record (from its first to its last line), keeping every other
     record and comment of the file. A file left without records is deleted.
