@@ -107,6 +107,7 @@ def main():
     env["PATH"] = "%s:%s" % (REPO / ".venv" / "bin", env.get("PATH", ""))
     env.setdefault("CONTAINERS_CONF", str(REPO / "molecule" / "containers.conf"))
     sh([str(REPO / "lab" / "node-image.sh")], env)
+    sh([str(REPO / "lab" / "standin" / "pci" / "make-tree.py"), "hgx-a100-8gpu"], env)
     env["SMSHARE_APT_URL"] = sh([REPO_SH, "hold", str(os.getpid())], env).strip().splitlines()[-1]
     env["SMSHARE_APT_PRIVATE_URL"] = sh([REPO_SH, "private-url"], env).strip()
     try:

@@ -19,21 +19,27 @@ STANDIN_APT_SCRIPT = LAB_DIR / "standin" / "apt" / "repo.sh"
 PROVISION_SCRIPT = LAB_DIR / "standin" / "apt" / "provision-node.sh"
 COUNT_FILE = STATE / "gpu-nodes.json"
 # What each lab node stands in for: an HGX A100 80GB board (8 GPUs behind 6
-# NVSwitches, so Fabric Manager is needed). Its PCI tree is mounted where sysfs
-# shows the bus (the modules and the stand-in Fabric Manager read it there);
-# the stand-in nvidia-smi reads the GPUs from /etc/nvidia-standin/gpus.json.
-PCI_TREE = LAB_DIR / "standin" / "pci" / "hgx-a100-8gpu"
+# NVSwitches, so Fabric Manager is needed). Its stand-in PCI tree is mounted
+# where sysfs shows the bus (the modules and the stand-in Fabric Manager read
+# it there); the stand-in nvidia-smi reads the GPUs from /etc/nvidia-standin/gpus.json.
+PCI_LAYOUT = "hgx-a100-8gpu"
+PCI_TREE = STATE / "pci" / PCI_LAYOUT
+MAKE_PCI_TREE = LAB_DIR / "standin" / "pci" / "make-tree.py"
+
+
+def gpu_buses():
+    """The GPUs' PCI addresses in the layout (vendor 0x10de, class 0x0302xx)."""
+    lines = (LAB_DIR / "standin" / "pci" / (PCI_LAYOUT + ".txt")).read_text().splitlines()
+    return [f[0] for f in (line.split() for line in lines if line.strip() and not line.startswith("#"))
+            if f[1] == "0x10de" and f[3].startswith("0x0302")]
 
 
 def hardware(name, index):
-    buses = sorted(d.name for d in PCI_TREE.iterdir()
-                   if (d / "vendor").read_text().strip() == "0x10de"
-                   and (d / "class").read_text().strip().startswith("0x0302"))
     gpus = [{"name": "NVIDIA A100-SXM4-80GB",
              "uuid": "GPU-5f2a7c1e-3b8d-4e6f-9a%02d-c2d3e4f5a6%02d" % (index, gpu),
              "pci_bus_id": "0000" + bus.upper(),
              "memory_total_mib": 81920, "multiprocessor_count": 108, "compute_cap": "8.0"}
-            for gpu, bus in enumerate(buses)]
+            for gpu, bus in enumerate(gpu_buses())]
     return {"node": name, "gpus": gpus}
 
 
@@ -100,6 +106,7 @@ def up(count):
         return [], removed
     if not ensure_image():
         return [], removed
+    run(["python3", str(MAKE_PCI_TREE), PCI_LAYOUT, str(PCI_TREE)], capture=True)
     started = []
     for name in wanted:
         state = current.get(name)

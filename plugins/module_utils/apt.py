@@ -62,8 +62,8 @@ def parse_policy(text):
             continue
         package = POLICY_PACKAGE_RE.fullmatch(line)
         if package:
-            current = result.setdefault(package.group(1), {"installed": None, "candidate": None,
-                                                          "versions": []})
+            current = result.setdefault(package.group(1),
+                                        {"installed": None, "candidate": None, "versions": []})
             continue
         if current is None:
             raise ValueError("line %d before any package: %r" % (number, line))

@@ -26,6 +26,7 @@ description:
 author:
   - smshare.kai maintainers (@smshare)
 extends_documentation_fragment:
+  - smshare.kai.attributes
   - smshare.kai.attributes.info_module
 options:
   fabricmanager_service:

@@ -25,6 +25,7 @@ description:
     C(nvidia-persistenced) units.
   - It never returns the text of a system file, only what it parsed.
 extends_documentation_fragment:
+  - smshare.kai.attributes
   - smshare.kai.attributes.info_module
 options:
   packages:
