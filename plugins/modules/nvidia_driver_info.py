@@ -35,6 +35,17 @@ options:
     type: list
     elements: str
     default: []
+  gather:
+    description:
+      - What to read; the others are left out of the result. C(nvidia-smi) can take
+        seconds on a node whose GPUs are not kept initialised, so callers that only
+        need packages leave V(driver) out.
+      - V(packages) gives RV(installed) and RV(apt), V(driver) RV(driver),
+        V(nvswitches) RV(nvswitch_count), V(services) RV(services).
+    type: list
+    elements: str
+    choices: [packages, driver, nvswitches, services]
+    default: [packages, driver, nvswitches, services]
 notes:
   - RV(apt) gives each version as its Debian version (C(615.71.09-0ubuntu1)) and
     its upstream part (C(615.71.09)), which is what the driver and Fabric Manager
@@ -52,6 +63,11 @@ EXAMPLES = r"""
     packages: [nvidia-driver-open, nvidia-fabricmanager]
   register: driver_info
 
+- name: Read only what apt offers (no nvidia-smi call)
+  smshare.kai.nvidia_driver_info:
+    packages: [nvidia-driver-open]
+    gather: [packages]
+
 - name: Report the versions apt offers for the driver
   ansible.builtin.debug:
     msg: "{{ driver_info.apt['nvidia-driver-open'].versions }}"
@@ -60,7 +76,7 @@ EXAMPLES = r"""
 RETURN = r"""
 installed:
   description: Installed NVIDIA driver packages and the ones in O(packages) (name to Debian version).
-  returned: success
+  returned: when O(gather) has V(packages)
   type: dict
   sample: {"nvidia-driver-open": "615.71.09-1", "nvidia-driver-pinning-615": "615.71.09-1",
            "nvidia-fabricmanager": "615.71.09-2", "cuda-keyring": "1.1-1"}
@@ -69,7 +85,7 @@ apt:
     - Per package of O(packages), apt's view; empty when O(packages) is empty.
     - Each version is given as Debian version and its upstream part, which is
       what the driver, Fabric Manager and NSCQ must share (their Debian revisions may differ).
-  returned: success
+  returned: when O(gather) has V(packages)
   type: dict
   contains:
     installed:
@@ -88,7 +104,7 @@ apt:
                                                  {"version": "615.71.09-1", "upstream": "615.71.09"}]}}
 driver:
   description: The loaded driver.
-  returned: success
+  returned: when O(gather) has V(driver)
   type: dict
   contains:
     state:
@@ -110,12 +126,12 @@ driver:
            "kernel_module_version": "580.95.05"}
 nvswitch_count:
   description: NVSwitches on the PCI bus; null when the PCI devices could not be listed.
-  returned: success
+  returned: when O(gather) has V(nvswitches)
   type: int
   sample: 6
 services:
   description: State of the C(nvidia-fabricmanager) and C(nvidia-persistenced) units (load, enabled, active); null values without systemd.
-  returned: success
+  returned: when O(gather) has V(services)
   type: dict
   sample: {"nvidia-fabricmanager": {"load": "loaded", "enabled": "enabled", "active": "active"},
            "nvidia-persistenced": {"load": "not-found", "enabled": null, "active": "inactive"}}
@@ -174,32 +190,38 @@ def apt_view(apt, names):
                 for name, entry in apt.policy(names).items())
 
 
-def read(module, packages):
-    apt = Apt(module)
-    smi = NvidiaSmi(module)
-    driver = smi.driver_state()
-    driver["kernel_module_version"] = kernel_module_version()
-    services = unit_states(module, UNITS)
-    return {
-        "installed": apt.installed(DRIVER_PACKAGES + [p for p in packages if p not in DRIVER_PACKAGES]),
-        "apt": apt_view(apt, packages),
-        "driver": driver,
-        "nvswitch_count": count_nvswitches(),
-        "services": dict((unit[:-len(".service")], state) for unit, state in services.items()),
-    }
+def read(module, packages, gather):
+    result = {}
+    if "driver" in gather:
+        driver = NvidiaSmi(module).driver_state()
+        driver["kernel_module_version"] = kernel_module_version()
+        result["driver"] = driver
+    if "services" in gather:
+        services = unit_states(module, UNITS)
+        result["services"] = dict((unit[:-len(".service")], state) for unit, state in services.items())
+    if "packages" in gather:
+        apt = Apt(module)
+        result["installed"] = apt.installed(DRIVER_PACKAGES + [p for p in packages if p not in DRIVER_PACKAGES])
+        result["apt"] = apt_view(apt, packages)
+    if "nvswitches" in gather:
+        result["nvswitch_count"] = count_nvswitches()
+    return result
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             packages=dict(type="list", elements="str", default=[]),
+            gather=dict(type="list", elements="str", choices=["packages", "driver", "nvswitches", "services"],
+                        default=["packages", "driver", "nvswitches", "services"]),
         ),
         supports_check_mode=True,
     )
     try:
         validate.items("packages", module.params["packages"], example="[nvidia-driver-open]", minimum=0,
                        each=check_package)
-        result = read(module, module.params["packages"])
+        validate.items("gather", module.params["gather"], example="[packages, driver]")
+        result = read(module, module.params["packages"], module.params["gather"])
     except ToolError as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     module.exit_json(changed=False, **result)
