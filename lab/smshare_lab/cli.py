@@ -76,6 +76,8 @@ def cmd_up(args):
     nodes, started_nodes = gpu_nodes.up(args.gpu_nodes)
     changes += started_nodes
     apt_url = gpu_nodes.standin_apt_up() if nodes else ""
+    if apt_url:
+        gpu_nodes.provision(nodes, apt_url)
     timings["gpu nodes"] = time.monotonic() - step
 
     step = time.monotonic()

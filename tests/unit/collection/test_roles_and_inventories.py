@@ -20,12 +20,18 @@ def load(path):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_argument_spec_matches_defaults(role):
-    defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
+    defaults_file = REPO / "roles" / role / "defaults" / "main.yml"
+    defaults = load(defaults_file)
     options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) <= set(options), "defaults/main.yml sets variables argument_specs does not list"
-    for name in set(options) - set(defaults):   # optional values are absent from the defaults, not ""
-        assert "default" not in options[name], "%s: the spec has a default that defaults/main.yml lacks" % name
-    for name in options:
+    # Optional variables are unset by default: in the spec without a default,
+    # absent from defaults/main.yml except as a commented example.
+    optional = sorted(name for name, spec in options.items() if "default" not in spec and not spec.get("required"))
+    assert sorted(defaults) == sorted(set(options) - set(optional)), \
+        "defaults and argument_specs list different variables"
+    text = defaults_file.read_text()
+    for name in optional:
+        assert "# %s:" % name in text, "%s: optional, but defaults/main.yml does not show it commented" % name
+    for name, value in defaults.items():
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
     for name, value in defaults.items():
         if "default" in options[name]:
