@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Stand-in (lab only): creates the two fork repositories the role clones, as
-# real bare git repositories under OUT-DIR:
+# real bare git repositories under OUT-DIR (each pinned commit holds its
+# template folder: kai-scheduler/ or gpu-fractioning/, with the charts at the
+# forks' real chart paths, plus hack/):
 #   OUT-DIR/KAI-Scheduler.git      main + refs/pull/2368/head
 #   OUT-DIR/gpu-fractioning.git    main + refs/pull/147/head
 # As upstream, each pinned fork commit is reachable only through its
@@ -31,9 +33,10 @@ make_fork() {  # NAME PR TEMPLATE
     git_ -C "$work" commit -q -m "Upstream main"
   git_ -C "$work" checkout -q -b "pr-$pr"
   mkdir -p "$work/hack"
-  cp "$here/$template/Makefile" "$work/Makefile"
+  # The fork's tree: Makefile, charts (and their sources) from the template folder.
+  cp -a "$here/$template/." "$work/"
+  mv "$work/fork.gitignore" "$work/.gitignore"
   cp "$here/hack/standin-image.sh" "$here/hack/standin-record.py" "$work/hack/"
-  printf '/.cache/\n' >"$work/.gitignore"
   git_ -C "$work" add -A
   GIT_AUTHOR_DATE="2026-01-06T10:00:00Z" GIT_COMMITTER_DATE="2026-01-06T10:00:00Z" \
     git_ -C "$work" commit -q -m "Fork change (pull request #$pr)"
