@@ -312,11 +312,12 @@ def component_images(workloads, names):
 def containerd_nri(config_text, runtime_version=None):
     """Is NRI enabled in a containerd config.toml?
 
-    containerd 2.x enables NRI unless its plugin section says `disable = true`
-    or the plugin is in `disabled_plugins`; 1.7 needs `disable = false`; older
-    releases have no NRI. runtime_version: containerd's version (e.g. 2.0.4 or
-    containerd://2.0.4); unknown is read as 2.x. Returns {enabled, reason,
-    socket_path, section}.
+    The config decides: `disable = true` in the NRI plugin's section or the
+    plugin in `disabled_plugins` turns it off, `disable = false` on. Without a
+    section containerd's default applies: on from 2.0, off in 1.7.
+    runtime_version: containerd's version (2.0.4, v1.7.22, containerd://2.0.4);
+    unknown is read as 2.x. Whether the version is new enough for fractions is
+    a separate check. Returns {enabled, reason, socket_path, section}.
     """
     if tomllib is None:  # pragma: no cover
         raise AnsibleFilterError("containerd_nri needs Python 3.11 (tomllib) on the controller")
@@ -329,24 +330,36 @@ def containerd_nri(config_text, runtime_version=None):
     if runtime_version:
         match = re.search(r"(\d+)\.(\d+)", str(runtime_version))
         version = (int(match.group(1)), int(match.group(2))) if match else None
-    plugins = config.get("plugins") or {}
-    section = plugins.get(NRI_PLUGIN)
+    section = (config.get("plugins") or {}).get(NRI_PLUGIN)
     socket_path = (section or {}).get("socket_path") or NRI_DEFAULT_SOCKET
     result = {"enabled": False, "reason": "", "socket_path": socket_path, "section": section is not None}
     if NRI_PLUGIN in (config.get("disabled_plugins") or []):
         result["reason"] = "%s is listed in disabled_plugins" % NRI_PLUGIN
-    elif version is not None and version < (1, 7):
-        result["reason"] = "containerd %d.%d has no NRI (1.7 or newer is needed, 2.0 or newer for fractions)" % version
     elif section is not None and section.get("disable") is True:
-        result["reason"] = '[plugins."%s"] sets disable = true' % NRI_PLUGIN
-    elif section is None and version is not None and version < (2, 0):
-        result["reason"] = ('containerd %d.%d disables NRI unless [plugins."%s"] sets disable = false'
-                            % (version[0], version[1], NRI_PLUGIN))
+        result["reason"] = "NRI plugin section sets disable = true"
     elif section is not None and section.get("disable") is False:
-        result.update(enabled=True, reason='[plugins."%s"] sets disable = false' % NRI_PLUGIN)
+        result.update(enabled=True, reason="NRI plugin section sets disable = false")
+    elif version is not None and version < (2, 0):
+        result["reason"] = ("containerd %d.%d leaves NRI off unless its plugin section sets disable = false"
+                            % version)
     else:
-        result.update(enabled=True, reason="containerd 2.x enables NRI by default")
+        result.update(enabled=True, reason="enabled by default (containerd %s)"
+                      % ("%d.%d" % version if version else "2.x"))
     return result
+
+
+def stat_kind(stat):
+    """What ansible.builtin.stat found, in words: socket, missing, link to X, ..."""
+    stat = stat or {}
+    if not stat.get("exists"):
+        return "missing"
+    if stat.get("islnk"):
+        return "link to %s" % stat.get("lnk_source")
+    for key, word in (("issock", "socket"), ("isreg", "regular file"), ("isdir", "folder"),
+                      ("isfifo", "fifo"), ("ischr", "character device"), ("isblk", "block device")):
+        if stat.get(key):
+            return word
+    return "other file"
 
 
 # ---------------------------------------------------------------- values
@@ -389,6 +402,7 @@ class FilterModule(object):
             "image_version": image_version,
             "component_images": component_images,
             "containerd_nri": containerd_nri,
+            "stat_kind": stat_kind,
             "text_table": text_table,
             "value_paths": value_paths,
         }
