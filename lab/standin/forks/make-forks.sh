@@ -36,7 +36,12 @@ make_fork() {  # NAME PR TEMPLATE
   # The fork's tree: Makefile, charts (and their sources) from the template folder.
   cp -a "$here/$template/." "$work/"
   mv "$work/fork.gitignore" "$work/.gitignore"
-  cp "$here/hack/standin-image.sh" "$here/hack/standin-record.py" "$work/hack/"
+  cp "$here/hack/standin-image.sh" "$here/hack/standin-record.py" "$here/hack/standin-base.py" "$work/hack/"
+  # The programs the images run (lab/standin/controllers) and the MPS stand-in mpsd runs.
+  mkdir -p "$work/hack/standin/controllers" "$work/hack/standin/bin"
+  cp -a "$here/../controllers/standin" "$work/hack/standin/controllers/"
+  find "$work/hack/standin" -name __pycache__ -prune -exec rm -rf {} +
+  cp "$here/../bin/nvidia-cuda-mps-control" "$work/hack/standin/bin/"
   git_ -C "$work" add -A
   GIT_AUTHOR_DATE="2026-01-06T10:00:00Z" GIT_COMMITTER_DATE="2026-01-06T10:00:00Z" \
     git_ -C "$work" commit -q -m "Fork change (pull request #$pr)"
