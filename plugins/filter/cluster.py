@@ -266,6 +266,18 @@ def custom_objects(results):
     return objects
 
 
+def object_refs(objects):
+    """custom_objects() rows as minimal manifests (apiVersion, kind, metadata), for
+    kubernetes.core.k8s to delete them in one task."""
+    refs = []
+    for obj in objects or []:
+        meta = {"name": obj["name"]}
+        if obj.get("namespace"):
+            meta["namespace"] = obj["namespace"]
+        refs.append({"apiVersion": obj["api_version"], "kind": obj["kind"], "metadata": meta})
+    return refs
+
+
 def foreign_objects(objects, chart_objects):
     """'Kind namespace/name' of the objects not in chart_objects ({kind: [names]})."""
     return ["%s %s%s" % (o["kind"], (o["namespace"] + "/") if o["namespace"] else "", o["name"])
@@ -374,6 +386,21 @@ def value_paths(values, prefix=""):
     return paths
 
 
+# ---------------------------------------------------------------- logs
+def since_last(text, pattern):
+    """The lines of text from the last one matching pattern (re.search) on; all
+    lines when none matches. A log file a daemon appends to across restarts is
+    judged on its current run only."""
+    lines = (text or "").splitlines()
+    starts = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    return lines[starts[-1]:] if starts else lines
+
+
+def missing_patterns(lines, patterns):
+    """The patterns (re.search) no line matches."""
+    return [p for p in patterns or [] if not any(re.search(p, line) for line in lines or [])]
+
+
 # ---------------------------------------------------------------- reports
 def text_table(rows, columns):
     """rows (dicts) as aligned text lines under a header; columns: keys in order."""
@@ -396,6 +423,7 @@ class FilterModule(object):
             "crds_matching": crds_matching,
             "custom_objects": custom_objects,
             "foreign_objects": foreign_objects,
+            "object_refs": object_refs,
             "nodes_condition": nodes_condition,
             "api_version_of": api_version_of,
             "condition_summary": condition_summary,
@@ -404,5 +432,7 @@ class FilterModule(object):
             "containerd_nri": containerd_nri,
             "stat_kind": stat_kind,
             "text_table": text_table,
+            "since_last": since_last,
+            "missing_patterns": missing_patterns,
             "value_paths": value_paths,
         }

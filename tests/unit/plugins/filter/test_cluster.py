@@ -285,3 +285,26 @@ def test_value_paths():
 def test_text_table_aligns_columns():
     lines = cluster.text_table([{"a": "x", "b": 1}, {"a": "longer", "b": None}], ["a", "b"])
     assert lines == ["A       B", "x       1", "longer"]
+
+
+def test_object_refs_are_minimal_manifests():
+    objects = [{"api_version": "scheduling.run.ai/v2", "kind": "Queue", "name": "q", "namespace": ""},
+               {"api_version": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "name": "pg", "namespace": "ml"}]
+    assert cluster.object_refs(objects) == [
+        {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"}},
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"}}]
+
+
+def test_since_last_keeps_the_current_run_of_an_appended_log():
+    text = ("[t1] Starting control daemon\n[t1] Adding server 'shared' [multiuser enabled]\n"
+            "[t2] Starting control daemon\n[t2] NEW SERVER 7: Ready\n")
+    assert cluster.since_last(text, "Starting control daemon") == [
+        "[t2] Starting control daemon", "[t2] NEW SERVER 7: Ready"]
+    assert cluster.since_last("a\nb\n", "nothing") == ["a", "b"]
+
+
+def test_missing_patterns():
+    lines = ["Adding server 'shared' [multiuser enabled]", "Namespace 'default': active thread percentage 10"]
+    patterns = [r"Adding server 'shared' \[multiuser enabled\]", r"(?i)default.*thread percentage.*\b10\b",
+                r"never"]
+    assert cluster.missing_patterns(lines, patterns) == ["never"]
