@@ -82,7 +82,7 @@ def pod_images(pods, base, tag, manifest=None, fork=None):
                    "image": image, "service": None, "digest": match.group(1) if match else None,
                    "expected_digest": None, "ok": False, "problem": ""}
             rows.append(row)
-            repo, _, image_tag = image.rpartition(":")
+            repo, image_tag = image.rpartition(":")[::2]
             if "/" in image_tag or not repo:
                 repo, image_tag = image, ""
             if not repo.startswith(prefix) or "/" in repo[len(prefix):] or image_tag != tag:

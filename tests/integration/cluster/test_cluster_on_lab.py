@@ -107,7 +107,7 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
                  "logs the multi-user shared server", "containers run"):
         assert line in out, line
     # What the guide's checks look at, read independently of the roles.
-    assert {name: status for name, (status, _) in releases(lab).items()} == {
+    assert {name: state[0] for name, state in releases(lab).items()} == {
         "kai-scheduler": "deployed", "gpu-fractioning": "deployed"}
     config = kube_json(lab, "get", "config.kai.scheduler", "kai-config")
     assert config["spec"]["global"]["gpuSharingMode"] == "NvFractions"

@@ -175,8 +175,8 @@ def test_conditions_and_their_summary():
 
 
 def test_nodes_condition():
-    nodes = [{"metadata": {"name": "gpu-01"}, "status": {"conditions": [
-        {"type": "gpu-fractioning.nvidia.com/Ready", "status": "True", "reason": "AllDaemonsReady"}]}},
+    ready = {"type": "gpu-fractioning.nvidia.com/Ready", "status": "True", "reason": "AllDaemonsReady"}
+    nodes = [{"metadata": {"name": "gpu-01"}, "status": {"conditions": [ready]}},
              {"metadata": {"name": "gpu-02"}, "status": {"conditions": []}}]
     rows = cluster.nodes_condition(nodes, "gpu-fractioning.nvidia.com/Ready")
     assert [(r["node"], r["status"], r["ok"]) for r in rows] == [("gpu-01", "True", True), ("gpu-02", "missing", False)]
@@ -192,8 +192,8 @@ def test_api_version_of_prefers_the_preferred_version():
 
 # ---------------------------------------------------------------- custom resources
 def crd(name, group, kind, versions, scope="Cluster"):
-    return {"metadata": {"name": name}, "spec": {"group": group, "names": {"kind": kind}, "scope": scope,
-                                                  "versions": versions}}
+    spec = {"group": group, "names": {"kind": kind}, "scope": scope, "versions": versions}
+    return {"metadata": {"name": name}, "spec": spec}
 
 
 def test_crds_matching_and_their_objects():
@@ -205,8 +205,8 @@ def test_crds_matching_and_their_objects():
     found = cluster.crds_matching(crds, r"kai\.scheduler|scheduling\.run\.ai")
     assert [(c["name"], c["version"], c["namespaced"]) for c in found] == [
         ("queues.scheduling.run.ai", "v2", False), ("podgroups.scheduling.run.ai", "v2alpha2", True)]
-    results = [{"item": found[0], "resources": [{"metadata": {"name": "default-queue"}},
-                                                 {"metadata": {"name": "team-a"}}]},
+    queues = [{"metadata": {"name": "default-queue"}}, {"metadata": {"name": "team-a"}}]
+    results = [{"item": found[0], "resources": queues},
                {"item": found[1], "resources": [{"metadata": {"name": "pg-1", "namespace": "ml"}}]}]
     objects = cluster.custom_objects(results)
     assert objects[0] == {"api_version": "scheduling.run.ai/v2", "kind": "Queue", "name": "default-queue",
