@@ -94,7 +94,10 @@ def mpsd_daemonset(namespace, config, host_root):
     pod["containers"].append({
         "name": "mpsd", "image": image, "imagePullPolicy": policy, "args": args,
         "securityContext": {"privileged": True}, "readinessProbe": probe,
+        # The MPS folders, for the daemon and for `kubectl exec ... nvidia-cuda-mps-control`.
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "CUDA_MPS_PIPE_DIRECTORY", "value": MPS_PIPE},
+                {"name": "CUDA_MPS_LOG_DIRECTORY", "value": MPS_LOG},
                 {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                 {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
                 {"name": "MPS_MEMACCT_AUDIT_LOG", "value": os.environ.get("MPSD_AUDIT_LOG", "true")},
@@ -263,8 +266,8 @@ class Operator:
 
     def upgrading_nodes(self, config):
         selector = ",".join(f"{k}={v}" for k, v in ((config.get("spec") or {}).get("nodeSelector") or {}).items())
-        nodes = self.kube.list("/api/v1/nodes", ",".join(filter(None, [selector, UPGRADE_STATE,
-                                                                         f"{UPGRADE_STATE}!=upgrade-done"])))
+        upgrading = [selector, UPGRADE_STATE, f"{UPGRADE_STATE}!=upgrade-done"]
+        nodes = self.kube.list("/api/v1/nodes", ",".join(filter(None, upgrading)))
         for node in nodes:
             if node_condition_of(node):
                 self.remove_node_condition(node["metadata"]["name"])
