@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - older controllers
     tomllib = None
 
 DIGEST_RE = re.compile(r"@(sha256:[0-9a-f]{64})$")
+IMAGE_ID_RE = re.compile(r"^(?:[a-z-]+://)?(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})$")
 VERSION_RE = re.compile(r"^v?(\d+(?:\.\d+){1,3})")
 NRI_PLUGIN = "io.containerd.nri.v1.nri"
 NRI_DEFAULT_SOCKET = "/var/run/nri/nri.sock"
@@ -105,6 +106,11 @@ def pod_images(pods, base, tag, manifest=None, fork=None):
             elif row["digest"] is None:
                 row["problem"] = ("reports image ID %s without a registry digest: the image was "
                                   "not pulled from the registry" % status.get("imageID"))
+            elif IMAGE_ID_RE.match(status["imageID"]).group("repo") != repo:
+                row["problem"] = ("is reported as %s: the node holds the same image under another name, so "
+                                  "the pod status does not show the digest of %s. Remove the other name from "
+                                  "the node (crictl rmi) and restart the pod, or compare the digests by hand"
+                                  % (status["imageID"], image))
             elif row["digest"] != row["expected_digest"]:
                 row["problem"] = ("pulled %s@%s, but the images play recorded %s: the tag was pushed "
                                   "again after the images play verified it"

@@ -321,6 +321,12 @@ def foreign_binder(lab, converged):
     lab.kubectl("-n", "kai-scheduler", "set", "image", "deploy/binder", f"binder={ours}", check=False)
     knob(lab, "kai-operator.paused")
     lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
+    # The node now holds the same image under both names and may report the
+    # foreign one as the pod's image ID: drop that name, restart binder.
+    subprocess.run(["ctr", "--address", lab_vars(lab)["smshare_lab_node_tier"]["cri_socket"], "-n", "k8s.io",
+                    "images", "rm", foreign], capture_output=True, check=False)
+    lab.kubectl("-n", "kai-scheduler", "delete", "pod", "-l", "app=binder", "--wait=true", check=False)
+    lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
 
 
 def test_a_foreign_image_is_named(lab, foreign_binder):

@@ -87,6 +87,19 @@ def test_an_image_loaded_without_a_registry_digest_is_named():
     assert not row["ok"] and "without a registry digest" in row["problem"]
 
 
+def test_an_image_id_of_another_repository_is_not_taken_for_ours():
+    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, REGISTRY + "/mirror/binder@" + BINDER_DIGEST)],
+                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+    assert not row["ok"] and "same image under another name" in row["problem"]
+
+
+def test_a_docker_pullable_image_id_is_read():
+    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG,
+                                  "docker-pullable://" + BASE + "/binder@" + BINDER_DIGEST)],
+                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+    assert row["ok"], row
+
+
 def test_a_container_not_started_yet_is_named():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, None, phase="Pending")],
                              BASE, TAG, MANIFEST, "kai-scheduler")[0]
