@@ -53,9 +53,12 @@ def play(env, playbook, extra):
 
 def main():
     env = lab_env()
-    deployed = subprocess.run([str(REPO / "lab" / "bin" / "helm"), "list", "-A", "-o", "json"], env=env,
-                              capture_output=True, text=True, check=False).stdout
-    if deployed.count('"deployed"') < 2:
+    deployed = 0
+    for namespace in ("kai-scheduler", "gpu-fractioning"):
+        out = subprocess.run([str(REPO / "lab" / "bin" / "helm"), "list", "-n", namespace, "-o", "json"], env=env,
+                             capture_output=True, text=True, check=False).stdout
+        deployed += out.count('"deployed"')
+    if deployed < 2:
         proc, wall, _ = play(env, "site.yml", [])
         if proc.returncode != 0:
             print(proc.stdout[-4000:])
