@@ -20,23 +20,28 @@ def load(path):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_argument_spec_matches_defaults(role):
-    defaults_file = REPO / "roles" / role / "defaults" / "main.yml"
-    defaults = load(defaults_file)
+    """Every default is specified with the same value; a specified option without a
+    default is either required or optional-and-absent (reaches modules as default(omit))."""
+    defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
     options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    # Optional variables are unset by default: in the spec without a default,
-    # absent from defaults/main.yml except as a commented example.
-    optional = sorted(name for name, spec in options.items() if "default" not in spec and not spec.get("required"))
-    assert sorted(defaults) == sorted(set(options) - set(optional)), \
-        "defaults and argument_specs list different variables"
-    text = defaults_file.read_text()
-    for name in optional:
-        assert "# %s:" % name in text, "%s: optional, but defaults/main.yml does not show it commented" % name
-    for name, value in defaults.items():
+    assert sorted(defaults) == sorted(n for n, o in options.items() if "default" in o), \
+        "defaults/main.yml and the argument spec's defaults list different variables"
+    for name, option in options.items():
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
+        assert not (option.get("required") and "default" in option), "%s: required with a default" % name
     for name, value in defaults.items():
-        if "default" in options[name]:
-            assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
-                name, options[name]["default"], value)
+        assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
+            name, options[name]["default"], value)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_absent_options_are_named_in_the_defaults_comments(role):
+    """A newcomer reading defaults/main.yml sees every variable, set or not."""
+    text = (REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8")
+    options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    for name, option in options.items():
+        if "default" not in option:
+            assert name in text, "%s (no default) is not mentioned in defaults/main.yml" % name
 
 
 def groups(inventory):
