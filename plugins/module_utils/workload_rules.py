@@ -471,6 +471,30 @@ def lint(objects, queues=None, source=None):
     return findings
 
 
+# ---------------------------------------------------------------- live objects
+def owned_by(obj, kinds):
+    """Whether a controller of one of `kinds` owns obj (its template is checked instead)."""
+    for ref in _map(obj.get("metadata")).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") in kinds:
+            return True
+    return False
+
+
+def live_view(obj):
+    """A live object as its author wrote it: no status, and on a bound pod
+    without the gpus.devices annotations KAI's binder wrote."""
+    view = dict(obj)
+    view.pop("status", None)
+    if obj.get("kind") == "Pod" and _map(obj.get("spec")).get("nodeName"):
+        meta = dict(_map(obj.get("metadata")))
+        meta["annotations"] = dict(
+            (k, v) for k, v in _map(meta.get("annotations")).items()
+            if not (CONTAINER_ANNOTATION.fullmatch(str(k))
+                    and CONTAINER_ANNOTATION.fullmatch(str(k)).group(2) == RESERVED_SETTING))
+        view["metadata"] = meta
+    return view
+
+
 # ---------------------------------------------------------------- files
 EXTENSIONS = (".yaml", ".yml", ".json")
 

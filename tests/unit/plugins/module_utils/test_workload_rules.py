@@ -382,3 +382,23 @@ def test_a_missing_path_is_an_error(tmp_path):
     with pytest.raises(OSError) as info:
         wr.manifest_files([str(tmp_path / "nope")])
     assert "no such file or directory" in str(info.value)
+
+
+# ---------------------------------------------------------------- live objects
+def test_live_view_drops_what_the_binder_wrote_on_bound_pods_only():
+    annotations = {"gpu-fraction": "0.5", "nvidia.com/container.gpu-workload.gpus.devices": "GPU-1"}
+    bound = pod(annotations=dict(annotations))
+    bound["spec"]["nodeName"] = "gpu-01"
+    bound["status"] = {"phase": "Running"}
+    view = wr.live_view(bound)
+    assert "status" not in view and found(view) == []
+    assert bound["metadata"]["annotations"] == annotations  # the input is not changed
+    assert [f.rule for f in wr.lint([wr.live_view(pod(annotations=annotations))])] == ["reserved-annotation"]
+
+
+def test_owned_by():
+    owned = pod()
+    owned["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": "web-1", "controller": True}]
+    assert wr.owned_by(owned, {"ReplicaSet"}) and not wr.owned_by(owned, {"Job"})
+    owned["metadata"]["ownerReferences"][0]["controller"] = False
+    assert not wr.owned_by(owned, {"ReplicaSet"})
