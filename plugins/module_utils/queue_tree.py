@@ -474,7 +474,8 @@ def plan(items, live=(), prune=False, workload_queues=(), pods=()):
     items: the inventory list; live: Queue objects in the cluster; prune:
     delete the managed queues the inventory no longer declares. Returns
     {"objects": [...parents first], "prune": [...children first], "adopt": [...],
-     "errors": [...], "warnings": [...], "tree": {name: parent}}.
+     "errors": [...], "warnings": [...], "tree": {name: parent},
+     "tree_text": ["ml-team (in research)", "research"]}.
     """
     declared, problems = from_inventory(items)
     live_queues = [from_object(o) for o in live or [] if isinstance(o, dict)]
@@ -500,4 +501,6 @@ def plan(items, live=(), prune=False, workload_queues=(), pods=()):
         "errors": [str(p) for p in problems if p.severity == ERROR],
         "warnings": [str(p) for p in problems if p.severity == WARNING],
         "tree": dict((q.name, q.parent) for q in result_tree),
+        "tree_text": ["%s (in %s)" % (q.name, q.parent) if q.parent else q.name
+                      for q in sorted(result_tree, key=lambda q: q.name)],
     }

@@ -46,6 +46,7 @@ def test_a_good_tree_has_no_problems():
     result = qt.plan(GOOD_TREE, workload_queues=["ml-team", "cv-team"])
     assert result["errors"] == [] and result["warnings"] == []
     assert result["tree"] == {"research": None, "ml-team": "research", "cv-team": "research"}
+    assert result["tree_text"] == ["cv-team (in research)", "ml-team (in research)", "research"]
 
 
 def test_objects_carry_every_number_and_the_managed_label():
