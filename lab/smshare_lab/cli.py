@@ -96,12 +96,12 @@ def cmd_up(args):
         say(f"node tier: containerd + kubelet ({node_tier.NODE_NAME})")
         if not node_tier.running():
             changes.append("node tier")
-        kube_nodes = node_tier.up(bins)
+        kube_nodes = node_tier.up(bins, reg or None)
         timings["node tier"] = time.monotonic() - step
     elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
         kube_nodes = [node_tier.NODE_NAME]
 
-    inventory.write(reg, apt_url, stand_in_forks)
+    inventory.write(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None)
     generated_inventory = inventory.write_nodes(nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+# Stand-in (lab only): the base root filesystem of the runnable stand-in images,
+# made from this build host's Debian Python 3.11 (no registry, no Docker): the
+# interpreter, the shared libraries it and its extension modules load, the
+# standard library without what no stand-in uses (tests, tkinter, idle, ...),
+# a few shell tools (sh, test, cat, env, sleep, ls) and /etc/passwd. The tar is
+# reproducible (sorted, mtime 0, root-owned) and cached by its inputs, so every
+# image built from it shares one identical base layer.
+#
+#   standin-base.py OUT-DIR      prints the path of OUT-DIR/standin-base-<key>.tar
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+PYTHON = Path("/usr/bin/python3.11")
+STDLIB = Path("/usr/lib/python3.11")
+TOOLS = ["sh", "test", "cat", "env", "sleep", "ls"]
+SKIP_DIRS = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "distutils",
+             "unittest", "venv", "asyncio", "multiprocessing", "xmlrpc", "wsgiref", "sqlite3", "curses", "dbm",
+             "site-packages", "dist-packages", "config-3.11-x86_64-linux-gnu"}
+SKIP_MODULES = ("_test", "xx", "_ctypes_test", "_tkinter", "_curses", "_sqlite3", "_dbm", "_gdbm", "readline",
+                "nis", "ossaudiodev", "audioop")
+PASSWD = b"root:x:0:0:root:/root:/bin/sh\nnonroot:x:65532:65532:nonroot:/tmp:/bin/sh\n"
+GROUP = b"root:x:0:\nnonroot:x:65532:\n"
+
+
+def stdlib_files():
+    for path in sorted(STDLIB.rglob("*")):
+        rel = path.relative_to(STDLIB)
+        if rel.parts[0] in SKIP_DIRS or not path.is_file():
+            continue
+        if path.suffix == ".pyc" and ".opt-" in path.name:
+            continue
+        if rel.parts[0] == "lib-dynload" and path.name.startswith(SKIP_MODULES):
+            continue
+        yield path
+
+
+def libraries(binaries):
+    """Shared libraries (resolved paths) the binaries load, with the paths they are found at."""
+    found = {}
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            words = line.split()
+            path = words[2] if len(words) > 2 and words[1] == "=>" else words[0]
+            if path.startswith("/"):
+                found[path] = Path(path).resolve()
+    return found
+
+
+def cache_key():
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for path in [PYTHON, STDLIB, STDLIB / "lib-dynload"] + [Path(f"/usr/bin/{t}") for t in TOOLS]:
+        stat = path.stat()
+        digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def add(tar, name, data=None, mode=0o755, kind=tarfile.REGTYPE, link=""):
+    info = tarfile.TarInfo(name)
+    info.mtime, info.uid, info.gid, info.mode, info.type = 0, 0, 0, mode, kind
+    if kind == tarfile.SYMTYPE:
+        info.linkname = link
+    if data is not None:
+        info.size = len(data)
+    tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+
+def build(dest):
+    tools = [Path(os.path.realpath(f"/bin/{t}")) if Path(f"/bin/{t}").exists() else Path(f"/usr/bin/{t}")
+             for t in TOOLS]
+    files = {f"usr/bin/python3.11": PYTHON}
+    for tool, real in zip(TOOLS, tools):
+        files[f"usr/bin/{tool}"] = real
+    modules = list(stdlib_files())
+    for path in modules:
+        files[str(path).lstrip("/")] = path
+    so_files = [p for p in modules if p.suffix == ".so"]
+    for wanted, real in libraries([PYTHON, *tools, *so_files]).items():
+        files[wanted.lstrip("/")] = real
+    entries = {}   # name -> (kind, payload)
+    for name, real in files.items():
+        entries[name] = ("file", real)
+    entries["usr/bin/python3"] = ("link", "python3.11")
+    entries["bin"] = ("link", "usr/bin")
+    entries["lib"] = ("link", "usr/lib")
+    entries["lib64"] = ("link", "usr/lib64")
+    entries["etc/passwd"] = ("data", PASSWD)
+    entries["etc/group"] = ("data", GROUP)
+    for name, real in list(entries.items()):
+        if real[0] == "file" and name.startswith(("lib/", "lib64/", "bin/")):
+            entries.pop(name)
+            entries["usr/" + name] = real
+    dirs = {str(parent) for name in entries for parent in Path(name).parents} - {"."}
+    dirs -= {n for n, (kind, _) in entries.items() if kind == "link"}
+    tmp = dest.with_suffix(".tmp")
+    with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
+        for name in sorted(dirs | {"tmp"}):
+            add(tar, name, mode=0o1777 if name == "tmp" else 0o755, kind=tarfile.DIRTYPE)
+        for name, (kind, payload) in sorted(entries.items()):
+            if kind == "link":
+                add(tar, name, kind=tarfile.SYMTYPE, link=payload, mode=0o777)
+            elif kind == "data":
+                add(tar, name, data=payload, mode=0o644)
+            else:
+                data = payload.read_bytes()
+                add(tar, name, data=data, mode=payload.stat().st_mode & 0o777)
+    tmp.replace(dest)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: standin-base.py OUT-DIR")
+    if not PYTHON.is_file():
+        sys.exit(f"standin-base.py: {PYTHON} is missing: the stand-in images need Debian's python3.11")
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / f"standin-base-{cache_key()}.tar"
+    if not dest.is_file():
+        build(dest)
+    print(dest)
+
+
+if __name__ == "__main__":
+    main()
