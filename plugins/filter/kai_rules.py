@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
-"""Filters on KAI's rules (documentation: workload_lint.yml and queue_plan.yml
-beside this file). The engine is module_utils/workload_rules.py and
+"""Filters on KAI's rules (documentation: workload_lint.yml, queue_plan.yml and
+gpu_capacity.yml beside this file). The engine is module_utils/workload_rules.py and
 module_utils/queue_tree.py, shared with the module smshare.kai.workload_lint
 and the role smshare.kai.queues."""
 
@@ -10,6 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_capacity as _gpu_capacity
 from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
 from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
 
@@ -42,6 +43,11 @@ def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None):
                            workload_queues=_plain(workload_queues or []), pods=_plain(pods or []))
 
 
+def gpu_capacity(nodes, pods=None, selector=None):
+    """Whole GPUs of the Ready, schedulable nodes matching `selector`, and how many pods take."""
+    return _gpu_capacity.capacity(_plain(nodes), _plain(pods or []), _plain(selector or {}))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"workload_lint": workload_lint, "queue_plan": queue_plan}
+        return {"workload_lint": workload_lint, "queue_plan": queue_plan, "gpu_capacity": gpu_capacity}

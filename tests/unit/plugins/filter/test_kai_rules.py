@@ -11,7 +11,7 @@ POD = {"kind": "Pod", "metadata": {"name": "p", "annotations": {"gpu-fraction": 
 
 
 def test_filters_are_registered():
-    assert set(kai_rules.FilterModule().filters()) == {"workload_lint", "queue_plan"}
+    assert set(kai_rules.FilterModule().filters()) == {"workload_lint", "queue_plan", "gpu_capacity"}
 
 
 def test_workload_lint_takes_one_object_or_a_list():
