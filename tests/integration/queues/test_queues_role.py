@@ -3,6 +3,7 @@ a bad tree refused before any change, check mode, converge, changed=0 re-run,
 an update seen in --diff, prune (only what the role manages, never a queue a
 live pod still uses)."""
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from lab_helpers import describe, recap  # noqa: E402
 
 pytestmark = pytest.mark.lab
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
 PLAY = "playbooks/queues.yml"
 CRD = HERE / "files" / "queue-crd.yaml"
 NS = "qt-workloads"
@@ -159,3 +161,33 @@ def test_prune_with_an_empty_list_is_refused(cluster):
     proc = converge(cluster, [], prune=True)
     assert proc.returncode != 0
     assert "would delete every queue this role manages" in flat(proc.stdout)
+
+
+def test_workload_lint_checks_live_objects_against_the_clusters_queues(cluster):
+    """The documented short command on live objects: controller-owned ReplicaSets and
+    pods are checked through their Deployment; what KAI's binder wrote on a bound pod
+    is not a finding."""
+    cluster.kubectl("-n", NS, "apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"}, "spec": {
+            "replicas": 1, "selector": {"matchLabels": {"app": "bad"}},
+            "template": {"metadata": {"labels": {"app": "bad", "kai.scheduler/queue": "qt-research"},
+                                      "annotations": {"gpu-fraction": "1.5"}},
+                         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "bound", "labels": {"kai.scheduler/queue": "qt-ml"},
+            "annotations": {"gpu-fraction": "0.5", "nvidia.com/container.c.gpus.devices": "GPU-0"}},
+         "spec": {"schedulerName": "kai-scheduler", "nodeName": "qt-no-such-node",
+                  "containers": [{"name": "c", "image": "x"}]}}]}))
+    args = {"namespaces": [NS], "queues_from_cluster": True, "kubeconfig": str(cluster.kubeconfig)}
+    proc = subprocess.run(["ansible", "localhost", "-m", "smshare.kai.workload_lint", "-a", json.dumps(args)],
+                          cwd=REPO, env=dict(cluster.env, ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                          text=True, capture_output=True, check=False)
+    assert proc.returncode == 2, describe(proc)
+    result = json.loads(proc.stdout.split("=>", 1)[1])
+    assert result["failure"] == "violations"
+    assert sorted((f["object"], f["rule"], f["field"]) for f in result["findings"]) == [
+        ("Deployment %s/bad" % NS, "gpu-fraction-range", "spec.template.metadata.annotations[gpu-fraction]"),
+        ("Deployment %s/bad" % NS, "queue-not-leaf", "spec.template.metadata.labels[kai.scheduler/queue]")]
+    assert result["summary"].startswith("2 errors, 0 warnings in ")
+    cluster.kubectl("-n", NS, "delete", "deployment", "bad", "--wait=false")
+    cluster.kubectl("-n", NS, "delete", "pod", "bound", "--wait=false", "--grace-period=0", "--force")
