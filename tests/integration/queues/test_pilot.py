@@ -97,9 +97,12 @@ def test_a_scheduler_that_starts_gangs_partially_fails_the_pilot_and_it_still_cl
         knob(pilot_lab, "kai-scheduler.gang", None)
     out = flat(proc.stdout)
     assert proc.returncode != 0, describe(proc)
-    placed = re.search(r"(\d+) of the gang's 9 pods were placed", out)
-    assert placed and 1 <= int(placed.group(1)) <= 8, describe(proc)
-    assert "the gang started partially. The scheduler does not honour the gang rule." in out
-    assert re.search(r"9 pod\(s\), [1-8] placed within \d+s", out), describe(proc)
+    # any placement is partial: 9 one-GPU pods can never run together on 8 GPUs (placed
+    # pods may finish and let the last ones in, so up to 9 can show as placed)
+    placed = re.search(r"(\d+) pod\(s\) of the gang were placed \(gang-", out)
+    assert placed and 1 <= int(placed.group(1)) <= 9, describe(proc)
+    assert "asks for all 9 at once and the pool has only 8 GPUs: they can never run together, so the gang " \
+           "started partially. The scheduler does not honour the gang rule." in out
+    assert re.search(r"9 pod\(s\), [1-9] placed within \d+s", out), describe(proc)
     assert "cleanup: removed the release kai-scheduler" in out
     assert not kai_leftovers(pilot_lab)
