@@ -76,6 +76,13 @@ NODE_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.client":
                "nvidia.com/gpu.memory": "81920"}
 KNOBS_NAMESPACE = "smshare-lab"
 KNOBS = "standin-knobs"
+# containerd and kubelet run in a mount namespace of this instance's own (private
+# propagation, pinned at MNT_NS), where /var/log/pods and /var/log/containers are
+# this instance's folders: kubelet 1.20 cannot move them, and every kubelet
+# deletes the pod log folders of pods it does not know, other instances' included.
+NS_DIR = RUNDIR / "ns"
+MNT_NS = NS_DIR / "mnt"
+LOG_DIRS = {"/var/log/pods": LIB / "pod-logs", "/var/log/containers": LIB / "container-logs"}
 KUBELET_CLIENT = {f"kubelet-{NODE_NAME}": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth", None),
                   "kubelet-serving": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
                                       ["IP:127.0.0.1", f"DNS:{NODE_NAME}"])}
@@ -317,6 +324,12 @@ def up(bins, registry=None):
         RUNTIME_LAUNCHER.chmod(0o755)
     _write(CONF / "net.d" / "10-smshare-lab.conflist", _cni_config())
     _write(CONF / "kubelet.yaml", _kubelet_config())
+    _mount_ns_up()
+    outside = [n for n in ("kubelet", "containerd") if proc.pid_of(n) and not _in_mount_ns(proc.pid_of(n))]
+    if outside:
+        say(f"{' and '.join(outside)} run outside the node tier's mount namespace: restarting them in it")
+        proc.stop("kubelet")
+        proc.stop("containerd")
     if config_changed and proc.pid_of("containerd"):
         say("containerd's configuration changed: restarting it (running containers stay)")
         proc.stop("containerd")
@@ -331,7 +344,8 @@ def up(bins, registry=None):
     if not proc.pid_of("containerd"):
         if SOCKET.exists():
             SOCKET.unlink()
-        proc.start("containerd", ["/usr/bin/containerd", "--config", CONF / "containerd.toml"])
+        proc.start("containerd", [*_ns_prefix(), "/usr/bin/containerd", "--config", CONF / "containerd.toml"],
+                   exe="/usr/bin/containerd")
         wait_for(lambda: _ctr("version", check=False).returncode == 0, 30,
                  "containerd (see .lab/logs/containerd.log)")
     images = _ctr("images", "ls", "-q").stdout.split()
@@ -340,12 +354,12 @@ def up(bins, registry=None):
     if TOOLS_IMAGE not in images:
         import_archive(_tools_archive())
     if not proc.pid_of("kubelet"):
-        proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
+        proc.start("kubelet", [*_ns_prefix(), bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
                                f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",
                                "--container-runtime=remote", f"--container-runtime-endpoint=unix://{SOCKET}",
                                f"--root-dir={LIB / 'kubelet'}", f"--node-ip={NODE_IP}",
                                f"--hostname-override={NODE_NAME}", f"--pod-infra-container-image={PAUSE_IMAGE}",
-                               "--node-labels=smshare.io/lab-node=true", "--v=1"])
+                               "--node-labels=smshare.io/lab-node=true", "--v=1"], exe=str(bins / "kubelet"))
     try:
         wait_for(lambda: node_ready(bins) or not proc.pid_of("kubelet"), 120, f"node {NODE_NAME} Ready", 1)
     except LabError as exc:
@@ -356,6 +370,44 @@ def up(bins, registry=None):
     _service_dnat_up()
     cluster_objects(bins)
     return [NODE_NAME]
+
+
+# ---- the node tier's mount namespace ------------------------------------------
+
+def _host_mounts():
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+def _ns_prefix():
+    return ["nsenter", f"--mount={MNT_NS}", "--"]
+
+
+def _in_ns(*argv):
+    return run([*_ns_prefix(), *map(str, argv)], capture=True)
+
+
+def _in_mount_ns(pid):
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat(MNT_NS).st_ino
+    except OSError:
+        return False
+
+
+def _mount_ns_up():
+    """Create (once) the pinned mount namespace and its own pod log folders."""
+    if str(MNT_NS) in _host_mounts():
+        return
+    NS_DIR.mkdir(parents=True, exist_ok=True)
+    if str(NS_DIR) not in _host_mounts():
+        # A namespace can only be pinned on a private mount.
+        run(["mount", "--bind", str(NS_DIR), str(NS_DIR)], capture=True)
+        run(["mount", "--make-private", str(NS_DIR)], capture=True)
+    MNT_NS.touch()
+    run(["unshare", f"--mount={MNT_NS}", "--propagation", "private", "true"], capture=True)
+    for inside, backing in LOG_DIRS.items():
+        backing.mkdir(parents=True, exist_ok=True)
+        Path(inside).mkdir(parents=True, exist_ok=True)
+        _in_ns("mount", "--bind", backing, inside)
 
 
 # ---- what a GPU node of a real cluster has ----------------------------------
@@ -369,16 +421,14 @@ def _host_root_up():
     if not var_run.is_symlink():
         var_run.parent.mkdir(parents=True, exist_ok=True)
         var_run.symlink_to("../run")
-    mounted = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
     for inside in (CRI_SOCKET_DEFAULT, str(SOCKET)):
         target = Path(f"{HOST_ROOT}{inside}")
-        if str(target) in mounted:
-            if target.stat().st_ino == SOCKET.stat().st_ino:
-                continue
-            run(["umount", str(target)], capture=True)   # containerd restarted: a new socket
         target.parent.mkdir(parents=True, exist_ok=True)
         target.touch()
-        run(["mount", "--bind", str(SOCKET), str(target)], capture=True)
+        # In the node tier's mount namespace, where the pods' host paths come from;
+        # again after a containerd restart (a new socket).
+        _in_ns("sh", "-c", 'test "$(stat -c %i "$1")" = "$(stat -c %i "$2")" && exit 0; '
+                           'umount "$2" 2>/dev/null; mount --bind "$1" "$2"', "bind", SOCKET, target)
     INJECT_DIR.mkdir(parents=True, exist_ok=True)
     nri = Path(f"{HOST_ROOT}/run/nri/nri.sock")
     if not proc.pid_of("nri-socket") or not nri.is_socket():
@@ -510,6 +560,8 @@ def status():
     rows = []
     for name in ("containerd", "kubelet"):
         rows.append((f"node tier {name}", bool(proc.pid_of(name)), proc.pid_of(name) or "-", ""))
+    rows.append(("node tier NRI socket (stand-in)", bool(proc.pid_of("nri-socket")), proc.pid_of("nri-socket") or "-",
+                 f"{HOST_ROOT}{NRI_SOCKET}"))
     return rows
 
 

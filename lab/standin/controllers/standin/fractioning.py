@@ -263,8 +263,8 @@ class Operator:
 
     def upgrading_nodes(self, config):
         selector = ",".join(f"{k}={v}" for k, v in ((config.get("spec") or {}).get("nodeSelector") or {}).items())
-        nodes = self.kube.list("/api/v1/nodes", ",".join(filter(None, [selector, UPGRADE_STATE,
-                                                                         f"{UPGRADE_STATE}!=upgrade-done"])))
+        upgrading = [selector, UPGRADE_STATE, f"{UPGRADE_STATE}!=upgrade-done"]
+        nodes = self.kube.list("/api/v1/nodes", ",".join(filter(None, upgrading)))
         for node in nodes:
             if node_condition_of(node):
                 self.remove_node_condition(node["metadata"]["name"])

@@ -74,7 +74,7 @@ def add(tar, name, data=None, mode=0o755, kind=tarfile.REGTYPE, link=""):
 def build(dest):
     tools = [Path(os.path.realpath(f"/bin/{t}")) if Path(f"/bin/{t}").exists() else Path(f"/usr/bin/{t}")
              for t in TOOLS]
-    files = {f"usr/bin/python3.11": PYTHON}
+    files = {"usr/bin/python3.11": PYTHON}
     for tool, real in zip(TOOLS, tools):
         files[f"usr/bin/{tool}"] = real
     modules = list(stdlib_files())
@@ -97,7 +97,7 @@ def build(dest):
             entries.pop(name)
             entries["usr/" + name] = real
     dirs = {str(parent) for name in entries for parent in Path(name).parents} - {"."}
-    dirs -= {n for n, (kind, _) in entries.items() if kind == "link"}
+    dirs -= {name for name, (kind, _payload) in entries.items() if kind == "link"}
     tmp = dest.with_suffix(".tmp")
     with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
         for name in sorted(dirs | {"tmp"}):
