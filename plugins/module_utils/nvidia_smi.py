@@ -14,6 +14,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.smshare.kai.plugins.module_utils import csv_output
 from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-smi"
@@ -69,18 +70,8 @@ def check_driver(result):
 
 
 def parse_csv(out, fields):
-    lines = [line for line in out.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError("no header line")
-    header = [c.strip() for c in lines[0].split(",")]
-    wanted = [f[1] for f in fields]
-    if header != wanted:
-        raise ValueError("expected the header %r, got %r" % (", ".join(wanted), lines[0]))
     rows = []
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(fields):
-            raise ValueError("row with %d cells: %r" % (len(cells), line))
+    for cells in csv_output.parse_csv(out, [f[1] for f in fields]):
         row = {}
         for (field, _header, convert), cell in zip(fields, cells):
             key = RESULT_KEYS.get(field, field)

@@ -129,6 +129,25 @@ def path(parameter, value, example, required=True):
     return stripped
 
 
+def mode(parameter, value, example="'0755'", required=True):
+    """A file mode as a quoted octal string ('0755', '755', '1777'); returns its int.
+
+    Numbers are refused: YAML reads 0755 as 493 but 755 as 755 (0o1363), and
+    the two cannot be told apart once parsed.
+    """
+    if value is None or value == "":
+        if required:
+            raise BadInput(parameter, value, "must be set", example)
+        return None
+    if not isinstance(value, string_types):
+        raise BadInput(parameter, value, "must be a quoted octal string (a bare number is ambiguous in YAML)",
+                       example)
+    text(parameter, value, example)
+    if re.fullmatch(r"0?[0-7]{3,4}", value) is None:
+        raise BadInput(parameter, value, "must be an octal mode of 3 or 4 digits", example)
+    return int(value, 8)
+
+
 # ---------------------------------------------------------------- lists
 def items(parameter, value, example, minimum=1, each=None):
     """A list with at least `minimum` items; `each(name, item)` checks every item."""

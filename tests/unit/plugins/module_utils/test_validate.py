@@ -84,6 +84,21 @@ def test_path_accepts_and_strips_trailing_slash():
     assert validate.path("d", "/", example="/x") == "/"
 
 
+@pytest.mark.parametrize("value, octal", [("0755", 0o755), ("755", 0o755), ("1777", 0o1777), ("0700", 0o700)])
+def test_mode_accepts_octal_strings(value, octal):
+    assert validate.mode("pipe_directory_mode", value) == octal
+
+
+@pytest.mark.parametrize("value, words", [
+    (493, "quoted octal string"), (755, "quoted octal string"), (True, "quoted octal string"),
+    ("0855", "octal mode"), ("u=rwx", "octal mode"), ("075555", "octal mode"), ("75", "octal mode"),
+    ("0755\n", "control characters"), ("", "must be set"),
+])
+def test_mode_refusals(value, words):
+    exc = refused(validate.mode, "pipe_directory_mode", value)
+    assert words in exc.msg and exc.details()["parameter"] == "pipe_directory_mode"
+
+
 def test_items():
     assert "at least 1 item" in refused(validate.items, "images", [], example="[a]").msg
     assert "must be a list" in refused(validate.items, "images", "a", example="[a]").msg
