@@ -330,7 +330,8 @@ def check_tree(queues, workload_queues=None, pruned=()):
     for queue in sorted(queues, key=lambda q: q.name):
         if queue.parent and queue.parent not in by_name:
             if queue.parent in pruned:
-                problems.append(Problem(ERROR, queue.name, "parent_missing",
+                problems.append(Problem(
+                    ERROR, queue.name, "parent_missing",
                     "parent %r would be pruned (it is not in the inventory) but this queue still names it; "
                     "declare %r or move this queue" % (queue.parent, queue.parent)))
             else:

@@ -162,7 +162,7 @@ class Template:
         return found
 
     def container_names(self):
-        return [c.get("name") for _, c in self.containers()]
+        return [pair[1].get("name") for pair in self.containers()]
 
 
 def templates(obj):
@@ -227,8 +227,8 @@ def _check_fraction_annotations(t, say):
             number = float(str(fraction))
         except ValueError:
             number = None
-        if number is None or not 0 < number < 1 or not re.fullmatch(r"[0-9]*\.?[0-9]+([eE]-?[0-9]+)?",
-                                                                       str(fraction).strip()):
+        decimal = re.fullmatch(r"[0-9]*\.?[0-9]+([eE]-?[0-9]+)?", str(fraction).strip())
+        if number is None or not 0 < number < 1 or not decimal:
             say("gpu-fraction-range", t.path(".annotations[%s]" % FRACTION),
                 "%r must be a number greater than 0 and less than 1 (for example \"0.5\"); for whole GPUs "
                 "request %s in the container's resources.limits instead" % (fraction, GPU_RESOURCE))
@@ -435,8 +435,8 @@ def lint_object(obj, tree=None, source=None):
 
     _check_placement(obj, say)
     _check_gang(obj, say)
-    workload_kai = [w for w in (["annotation %s" % MIN_MEMBER]
-                                if MIN_MEMBER in _map(_map(obj.get("metadata")).get("annotations")) else [])]
+    workload_kai = ["annotation %s" % MIN_MEMBER] \
+        if MIN_MEMBER in _map(_map(obj.get("metadata")).get("annotations")) else []
     for t in templates(obj):
         why = uses_kai(t)
         if t.prefix:
@@ -455,8 +455,7 @@ def expand(objects):
     """Flatten `kind: List` objects; drop empty documents."""
     for obj in objects:
         if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
-            for item in expand(obj["items"]):
-                yield item
+            yield from expand(obj["items"])
         elif isinstance(obj, dict) and obj:
             yield obj
 

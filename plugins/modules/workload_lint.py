@@ -12,9 +12,9 @@ module: workload_lint
 short_description: Check Kubernetes manifests against KAI Scheduler's fractional-pod and queue rules
 version_added: 0.1.0
 description:
-  - Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet and
+  - "Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet and
     C(kind: List)) from files, directories, inline objects or the live cluster, and reports one finding per
-    violation with the object, the field and what to do.
+    violation with the object, the field and what to do."
   - "Rules (severity): C(scheduler-name) KAI annotations or a queue label without C(schedulerName: kai-scheduler);
     C(gpu-fraction-range) gpu-fraction not in 0 < f < 1; C(gpu-memory-value) gpu-memory not a positive whole
     number of MiB; C(fraction-and-memory) both at once; C(num-devices) gpu-fraction-num-devices not a positive
@@ -81,11 +81,13 @@ options:
     choices: [error, warning, never]
     default: error
 extends_documentation_fragment:
+  - smshare.kai.attributes
   - smshare.kai.attributes.info_module
 notes:
-  - Runs where the manifests are; in CI that is the runner itself (C(connection: local)).
+  - "Runs where the manifests are; in CI that is the runner itself (C(connection: local))."
 seealso:
-  - role: smshare.kai.queues
+  - plugin: smshare.kai.workload_lint
+    plugin_type: filter
 """
 
 EXAMPLES = r"""
@@ -243,8 +245,8 @@ def _list(client, api_version, kind, namespace=None):
     try:
         return resource.get(namespace=namespace).to_dict().get("items") or []
     except Exception as exc:  # pylint: disable=broad-except
-        raise ClusterError("listing %s %s%s failed: %s" % (api_version, kind,
-                                                         " in %s" % namespace if namespace else "", exc))
+        where = " in %s" % namespace if namespace else ""
+        raise ClusterError("listing %s %s%s failed: %s" % (api_version, kind, where, exc))
 
 
 def live_objects(client, namespaces):
@@ -266,8 +268,8 @@ def live_objects(client, namespaces):
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
             found.setdefault(kind, []).extend(items)
-        checked_kinds = set(k for _, k, _ in LIVE_KINDS)
-        for kind in [k for _, k, _ in LIVE_KINDS]:
+        checked_kinds = set(entry[1] for entry in LIVE_KINDS)
+        for kind in [entry[1] for entry in LIVE_KINDS]:
             for item in found.pop(kind, []):
                 if not workload_rules.owned_by(item, checked_kinds):
                     objects.append(workload_rules.live_view(item))

@@ -27,7 +27,7 @@ REPOSITORY = "kai-scheduler/kai-scheduler"   # oci://<registry>/kai-scheduler/ka
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--version", default="v0.0.0-standin")
     parser.add_argument("--state", default=os.environ.get("SMSHARE_LAB_STATE", str(ROOT / ".lab")))
     args = parser.parse_args(argv)

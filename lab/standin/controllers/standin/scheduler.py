@@ -144,7 +144,7 @@ class Cluster:
                 index = ((pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION))
                 if index is not None:
                     try:
-                        fraction, _ = share(pod, entry["node"])
+                        fraction = share(pod, entry["node"])[0]
                     except ValueError:
                         fraction = 1.0
                     for one in index.split(","):
@@ -277,7 +277,7 @@ def take(cluster, pod, name, indices, wanted):
         entry["free"][key] -= wanted[key]
     fraction = 0.0
     if indices:
-        fraction, _ = share(pod, entry["node"])
+        fraction = share(pod, entry["node"])[0]
         for index in indices:
             if index not in entry["shared"]:
                 entry["free"]["gpu"] -= 1
@@ -347,7 +347,7 @@ class Scheduler:
             pods = sorted(group["pods"], key=lambda p: (p["metadata"].get("creationTimestamp", ""),
                                                         p["metadata"]["name"]))
             ordered.append((pods[0]["metadata"].get("creationTimestamp", ""), minimum, pods, job))
-        return [(m, pods, job) for _, m, pods, job in sorted(ordered, key=lambda g: g[0])]
+        return [group[1:] for group in sorted(ordered, key=lambda g: g[0])]
 
     def once(self):
         settings = knobs(self.kube)

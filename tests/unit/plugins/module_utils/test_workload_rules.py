@@ -43,12 +43,13 @@ def job(min_member=None, parallelism=6, completions=None, template_labels=None, 
     return obj
 
 
-def found(obj, queues=TREE):
+def found(obj, queues=None, tree=True):
+    queues = TREE if queues is None and tree else queues
     return [(f.rule, f.field, f.message) for f in wr.lint([obj], queues=queues)]
 
 
-def only(obj, queues=TREE):
-    result = found(obj, queues)
+def only(obj, queues=None, tree=True):
+    result = found(obj, queues, tree)
     assert len(result) == 1, result
     return result[0]
 
@@ -63,7 +64,7 @@ def test_the_documents_gang_job_passes():
 
 
 def test_every_rule_is_listed_with_a_severity():
-    assert set(sev for sev, _ in wr.RULES.values()) == {"error", "warning"}
+    assert set(rule[0] for rule in wr.RULES.values()) == {"error", "warning"}
 
 
 def test_plain_workloads_are_left_alone():
@@ -94,7 +95,7 @@ def test_gang_job_without_the_scheduler_names_the_template_field():
 
 def test_many_reasons_are_shortened():
     annotations = {"gpu-fraction": "0.5", "kai.scheduler/a": "1", "kai.scheduler/b": "1", "kai.scheduler/c": "1"}
-    _, _, message = only(pod(annotations=annotations, labels={}, scheduler=None))
+    message = only(pod(annotations=annotations, labels={}, scheduler=None))[2]
     assert "and 1 more" in message
 
 
@@ -134,7 +135,7 @@ def test_num_devices():
     rule, where, message = only(pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "two"}))
     assert (rule, where) == ("num-devices", "metadata.annotations[gpu-fraction-num-devices]")
     assert message == "'two' must be a positive whole number of GPUs (for example \"2\")"
-    rule, _, message = only(pod(annotations={"gpu-fraction-num-devices": "2"}))
+    rule, _where, message = only(pod(annotations={"gpu-fraction-num-devices": "2"}))
     assert rule == "num-devices"
     assert message == "spreads a share over 2 devices but sets neither gpu-fraction nor gpu-memory: add the share"
 
@@ -229,7 +230,7 @@ def test_pod_annotation_on_the_workload_itself():
 def test_cronjob_template_is_checked():
     obj = {"kind": "CronJob", "metadata": {"name": "nightly"}, "spec": {"jobTemplate": {"spec": {"template": {
         "metadata": {"annotations": {"gpu-fraction": "2"}}, "spec": {"containers": [{"name": "c"}]}}}}}}
-    rules = [(r, w) for r, w, _ in found(obj)]
+    rules = [f[:2] for f in found(obj)]
     assert ("gpu-fraction-range", "spec.jobTemplate.spec.template.metadata.annotations[gpu-fraction]") in rules
     assert ("scheduler-name", "spec.jobTemplate.spec.template.spec.schedulerName") in rules
 
@@ -250,11 +251,11 @@ def test_missing_queue_label_is_a_warning_when_default_queue_is_a_leaf():
 
 
 def test_missing_queue_label_is_an_error_when_default_queue_cannot_run_it():
-    rule, _, message = only(pod(labels={}), queues=[{"name": "research"}])
+    rule, _where, message = only(pod(labels={}), queues=[{"name": "research"}])
     assert rule == "queue-unknown"
     assert message == ("has no kai.scheduler/queue label, so KAI puts the pod in 'default-queue', which is not a "
                        "queue of the tree: label the pod with a leaf queue")
-    rule, _, message = only(pod(labels={}), queues=[{"name": "default-queue"}, {"name": "x", "parent": "default-queue"}])
+    rule, _where, message = only(pod(labels={}), queues=[{"name": "default-queue"}, {"name": "x", "parent": "default-queue"}])
     assert rule == "queue-not-leaf" and "which is not a leaf queue" in message
 
 
@@ -275,7 +276,7 @@ def test_queue_rules_also_take_queue_objects_and_are_skipped_without_a_tree():
     objects = [{"kind": "Queue", "metadata": {"name": "research"}, "spec": {}},
                {"kind": "Queue", "metadata": {"name": "ml-team"}, "spec": {"parentQueue": "research"}}]
     assert only(pod(labels={"kai.scheduler/queue": "research"}), queues=objects)[0] == "queue-not-leaf"
-    assert found(pod(labels={"kai.scheduler/queue": "anything"}), queues=None) == []
+    assert found(pod(labels={"kai.scheduler/queue": "anything"}), tree=False) == []
 
 
 def test_workload_label_wins_over_the_pods():
@@ -284,7 +285,7 @@ def test_workload_label_wins_over_the_pods():
     assert ("queue-label-conflict", "spec.template.metadata.labels[kai.scheduler/queue]",
             "is 'ml-team' but the Job's own label says 'research', and KAI takes the workload's: make them agree"
             ) in result
-    assert ("queue-not-leaf", "metadata.labels[kai.scheduler/queue]") in [(r, w) for r, w, _ in result]
+    assert ("queue-not-leaf", "metadata.labels[kai.scheduler/queue]") in [f[:2] for f in result]
 
 
 # ---------------------------------------------------------------- gangs
@@ -317,14 +318,14 @@ def test_jobset_levels():
         "name": "js", "annotations": {"kai.scheduler/batch-min-member": "2"}},
         "spec": {"replicatedJobs": [rjob]}}
     result = found(obj)
-    assert [(r, w) for r, w, _ in result] == [
+    assert [f[:2] for f in result] == [
         ("min-member-too-large", "metadata.annotations[kai.scheduler/batch-min-member]"),
         ("min-member-too-large", "spec.replicatedJobs[0].template.metadata.annotations[kai.scheduler/batch-min-member]")]
     assert result[0][2] == "asks for 2 replicated jobs together but the JobSet has 1: it would never start"
     assert "(spec.replicatedJobs[0].template.spec.parallelism is 4)" in result[1][2]
     bad = copy.deepcopy(obj)
     bad["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "x"
-    assert "min-member-value" in [r for r, _, _ in found(bad)]
+    assert "min-member-value" in [f[0] for f in found(bad)]
     obj["metadata"]["annotations"] = {}
     obj["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"] = {}
     assert found(obj) == []
@@ -374,7 +375,7 @@ def test_files_and_directories(tmp_path):
 def test_a_document_that_is_not_an_object(tmp_path):
     path = tmp_path / "list.yaml"
     path.write_text("- a\n- b\n")
-    findings, checked, _ = wr.lint_files([str(path)], yaml.safe_load_all, (yaml.YAMLError,))
+    findings, checked, _files = wr.lint_files([str(path)], yaml.safe_load_all, (yaml.YAMLError,))
     assert checked == 0 and [f.message for f in findings] == ["document 1 is not a Kubernetes object (a mapping)"]
 
 
