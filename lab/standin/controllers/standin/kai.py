@@ -206,7 +206,10 @@ def kai_config_deployer(argv):
 def main(image, argv):
     if image == "operator":
         operator()
-    elif image in ("podgrouper", "scheduler", "binder", "admission", "queuecontroller", "podgroupcontroller",
+    elif image == "scheduler":
+        from .scheduler import main as scheduler_main  # lab/standin/controllers/standin/scheduler.py
+        return scheduler_main()
+    elif image in ("podgrouper", "binder", "admission", "queuecontroller", "podgroupcontroller",
                    "nodescaleadjuster"):
         service(image)
     elif image == "helm-hooks":
