@@ -5,7 +5,10 @@ stand-in images) against the second run (everything present: builds nothing).
 Own registry (lab/registry.sh, temp state, free port) and stand-in forks;
 prints figures, never passes or fails on time.
 
-    source scripts/env.sh && python benchmarks/images_rerun.py [--platforms linux/amd64,linux/arm64]
+    source scripts/env.sh && python benchmarks/images_rerun.py [--kai-platforms linux/amd64,linux/arm64]
+
+KAI-Scheduler's platforms default to the role's (what the guide builds: amd64
+and arm64); the stand-in docker CLI stands in for the build host's engine.
 """
 import argparse
 import json
@@ -15,13 +18,14 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))                          # registry_state
 sys.path.insert(0, str(REPO / "tests" / "integration" / "images"))
 from conftest import ForkImages, Registry, base_env  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--platforms", default="linux/amd64")
+    parser.add_argument("--kai-platforms", default="linux/amd64,linux/arm64")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="images-rerun-") as tmp:
         tmp = Path(tmp)
@@ -38,10 +42,10 @@ def main():
                                 password=(state / "password").read_text().strip())
             (tmp / "host").mkdir()
             run = ForkImages(tmp / "host", registry, forks)
-            platforms = args.platforms.split(",")
+            platforms = args.kai_platforms.split(",")
             rows = []
             for label in ("first run", "second run"):
-                outcome = run.play(fork_images_platforms=platforms)
+                outcome = run.play(fork_images_kai_scheduler_platforms=platforms)
                 if outcome.rc != 0:
                     print(outcome.output[-4000:])
                     return 1
@@ -49,7 +53,7 @@ def main():
         finally:
             subprocess.run(["bash", str(REPO / "lab/registry.sh"), "down", str(state)], env=env,
                            capture_output=True, check=False)
-    print(f"playbooks/images.yml, 19 stand-in images, platforms {args.platforms}")
+    print(f"playbooks/images.yml, 19 stand-in images, KAI-Scheduler platforms {args.kai_platforms}")
     print(f"{'run':<12}{'wall s':>8}{'changed':>9}{'make runs so far':>18}")
     for label, wall, changed, makes in rows:
         print(f"{label:<12}{wall:>8.1f}{changed:>9}{makes:>18}")

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-for b in driver_rerun images_rerun lab_start fleet_rollout; do
+for b in driver_rerun images_rerun lab_start cluster_rerun fleet_rollout; do
   printf '\n===== benchmark: %s =====\n' "$b"
   python3 "benchmarks/$b.py"
 done

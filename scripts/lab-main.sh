@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The main job on the local lab: bring the lab up (idempotent), then converge
-# site.yml on it exactly as a platform team would on a real cluster.
+# The main job on the local lab: bring the lab up with its node tier (the
+# charts' pods run there; idempotent), then converge site.yml on it exactly as
+# a platform team would on a real cluster: preflight, driver, images, both
+# releases installed and checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 
 t0=$SECONDS
-lab/labctl up "$@"
+lab/labctl up --nodes "$@"
 t_lab=$((SECONDS - t0))
 eval "$(lab/labctl env)"
 

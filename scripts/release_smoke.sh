@@ -22,5 +22,5 @@ env -u ANSIBLE_CONFIG \
   ANSIBLE_COLLECTIONS_PATH="$dir/collections" \
   NVIDIA_STANDIN_ROOT="$root" PATH="$repo/lab/standin/bin:$PATH" \
   ansible-playbook smshare.kai.gpu_facts -i localhost, -c local \
-    -e smshare_gpu_nodes=localhost -e smshare_nvswitch_count=0 \
+    -e smshare_gpu_nodes=localhost \
     -e 'ansible_python_interpreter={{ ansible_playbook_python }}'

@@ -103,6 +103,10 @@ COMMANDS = {
                              Flag("force", BOOL), Flag("force-replace", BOOL),
                              Flag("cleanup-on-fail", BOOL), Flag("history-max", STRING)),
                    (2, 2), "helm upgrade RELEASE CHART"),
+    ("registry", "login"): ((Flag("username", STRING, "u"), Flag("password", STRING, "p"),
+                             Flag("password-stdin", BOOL), Flag("insecure", BOOL), Flag("plain-http", BOOL)),
+                            (1, 1), "helm registry login HOST"),
+    ("registry", "logout"): ((), (1, 1), "helm registry logout HOST"),
     ("diff", "upgrade"): (CHART_SOURCE + VALUES + (
         Flag("reset-values", BOOL), Flag("reuse-values", BOOL),
         Flag("reset-then-reuse-values", BOOL), Flag("skip-schema-validation", BOOL)),
@@ -116,6 +120,9 @@ ALIASES = {"ls": "list", "dep": "dependency", "dependencies": "dependency",
 
 # Real helm flags this shim knows it cannot honour, with the reason.
 KNOWN_UNSUPPORTED = {
+    "ca-file": "helm-python-sdk's registry client takes the CA from SSL_CERT_FILE",
+    "cert-file": "helm-python-sdk's registry client has no client certificates",
+    "key-file": "helm-python-sdk's registry client has no client certificates",
     "post-renderer": "the Helm SDK library has no post-renderer hook",
     "post-renderer-args": "the Helm SDK library has no post-renderer hook",
     "generate-name": "pass an explicit release name",

@@ -235,6 +235,57 @@ def _repositories_file(environ):
     return os.path.join(base, "repositories.yaml")
 
 
+def registry_config(environ):
+    """Where helm keeps registry logins: HELM_REGISTRY_CONFIG, else <config home>/registry/config.json."""
+    if environ.get("HELM_REGISTRY_CONFIG"):
+        return environ["HELM_REGISTRY_CONFIG"]
+    base = environ.get("HELM_CONFIG_HOME") or os.path.join(
+        environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "helm")
+    return os.path.join(base, "registry", "config.json")
+
+
+def registry_client(parsed, environ):
+    """A registry client with helm's stored logins (the SDK's default client has none).
+    The registry's CA comes from SSL_CERT_FILE, as for Go programs generally."""
+    return helm_python.RegistryClient(credentials_file=registry_config(environ),
+                                      plain_http=bool(parsed.get("plain_http")))
+
+
+def is_oci(ref):
+    return ref.startswith("oci://")
+
+
+def cmd_registry_login(parsed, environ, out):
+    host = parsed.args[0]
+    if parsed.get("password_stdin"):
+        if parsed.get("password"):
+            raise UsageError("--password and --password-stdin are mutually exclusive")
+        password = sys.stdin.read().rstrip("\n")
+    else:
+        password = parsed.get("password") or ""
+    username = parsed.get("username") or ""
+    if not username or not password:
+        raise HelmFailure("username and password are required (the lab's helm shim cannot prompt)")
+    os.makedirs(os.path.dirname(registry_config(environ)), exist_ok=True)
+    with registry_client(parsed, environ) as client:
+        try:
+            client.login(host, username, password, insecure=bool(parsed.get("insecure")),
+                         plain_http=bool(parsed.get("plain_http")))
+        except helm_python.HelmError as exc:
+            raise HelmFailure(str(exc.detail or exc).replace(password, "<redacted>")) from None
+    out.write("Login Succeeded\n")
+
+
+def cmd_registry_logout(parsed, environ, out):
+    host = parsed.args[0]
+    with registry_client(parsed, environ) as client:
+        try:
+            client.logout(host)
+        except helm_python.HelmError as exc:
+            raise HelmFailure(f"not logged in to {host}: {exc.detail}") from None
+    out.write(f"Removing login credentials for {host}\n")
+
+
 def cmd_repo_update(parsed, environ, out):
     path = _repositories_file(environ)
     repositories = []
@@ -332,8 +383,12 @@ def cmd_show_chart(parsed, environ, out):
     options = _source_options(parsed)
     options["format"] = "chart"
     # helm_python.show() sends `version`, which the library refuses: call it directly.
-    text = _native.call_string("helm_show", _native.HANDLE(0), parsed.args[0],
-                               json.dumps(options))
+    if is_oci(parsed.args[0]):
+        with registry_client(parsed, environ) as client:
+            text = _native.call_string("helm_show", client._raw(), parsed.args[0], json.dumps(options))
+    else:
+        text = _native.call_string("helm_show", _native.HANDLE(0), parsed.args[0],
+                                   json.dumps(options))
     out.write(text if text.endswith("\n") else text + "\n")
 
 
@@ -387,14 +442,24 @@ def _deploy_options(parsed, action):
     return {k: v for k, v in options.items() if v is not None}
 
 
-def _run_deploy(config, action, parsed, namespace, values):
+def _run_deploy(config, action, parsed, namespace, values, environ=None):
     name, chart = parsed.args
     helm_python.validate_release_name(name)
     options = _deploy_options(parsed, action)
     options["namespace"] = namespace
-    payload = _native.call_string(
-        "helm_" + action, config._raw(), _native.HANDLE(0), _native.HANDLE(0),
-        chart, name, json.dumps(values), json.dumps(options))
+    client = None
+    if is_oci(chart):
+        # an oci:// chart is pulled with helm's stored registry logins
+        client = registry_client(parsed, environ if environ is not None else os.environ)
+        config.set_registry_client(client)
+    try:
+        payload = _native.call_string(
+            "helm_" + action, config._raw(), _native.HANDLE(0), _native.HANDLE(0),
+            chart, name, json.dumps(values), json.dumps(options))
+    finally:
+        if client is not None:
+            config.set_registry_client(None)
+            client.close()
     return json.loads(payload)
 
 
@@ -415,7 +480,7 @@ def cmd_install(parsed, environ, out):
     values = collect_values(parsed)
     namespace = namespace_of(parsed, environ)
     with open_config(parsed, environ) as config:
-        _print_deployed(_run_deploy(config, "install", parsed, namespace, values), parsed, out)
+        _print_deployed(_run_deploy(config, "install", parsed, namespace, values, environ), parsed, out)
 
 
 def cmd_upgrade(parsed, environ, out):
@@ -430,9 +495,9 @@ def cmd_upgrade(parsed, environ, out):
                                          "reset_then_reuse_values", "cleanup_on_fail",
                                          "history_max")}
             parsed = type(parsed)(command=("install",), args=parsed.args, flags=install_only)
-            release = _run_deploy(config, "install", parsed, namespace, values)
+            release = _run_deploy(config, "install", parsed, namespace, values, environ)
         else:
-            release = _run_deploy(config, "upgrade", parsed, namespace, values)
+            release = _run_deploy(config, "upgrade", parsed, namespace, values, environ)
             out.write(f'Release "{name}" has been upgraded. Happy Helming!\n')
     _print_deployed(release, parsed, out)
 
@@ -478,7 +543,7 @@ def cmd_diff_upgrade(parsed, environ, out):
         current = config.status(parsed.args[0])
         preview = type(parsed)(command=("upgrade",), args=parsed.args,
                                flags=dict(parsed.flags, dry_run="client"))
-        planned = _run_deploy(config, "upgrade", preview, namespace, values)
+        planned = _run_deploy(config, "upgrade", preview, namespace, values, environ)
     out.write(diff_objects(manifest_objects(current.get("manifest"), namespace),
                            manifest_objects(planned.get("manifest"), namespace)))
 
@@ -521,4 +586,6 @@ HANDLERS = {
     ("upgrade",): cmd_upgrade,
     ("diff", "upgrade"): cmd_diff_upgrade,
     ("uninstall",): cmd_uninstall,
+    ("registry", "login"): cmd_registry_login,
+    ("registry", "logout"): cmd_registry_logout,
 }

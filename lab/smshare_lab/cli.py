@@ -77,6 +77,8 @@ def cmd_up(args):
     nodes, started_nodes = gpu_nodes.up(args.gpu_nodes)
     changes += started_nodes
     apt_url = gpu_nodes.standin_apt_up() if nodes else ""
+    if apt_url:
+        gpu_nodes.provision(nodes, apt_url)
     timings["gpu nodes"] = time.monotonic() - step
 
     step = time.monotonic()
@@ -101,12 +103,12 @@ def cmd_up(args):
         say(f"node tier: containerd + kubelet ({node_tier.NODE_NAME})")
         if not node_tier.running():
             changes.append("node tier")
-        kube_nodes = node_tier.up(bins)
+        kube_nodes = node_tier.up(bins, reg or None)
         timings["node tier"] = time.monotonic() - step
     elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
         kube_nodes = [node_tier.NODE_NAME]
 
-    inventory.write(reg, apt_url, stand_in_forks, chart_repo)
+    inventory.write(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None, chart_repo)
     generated_inventory = inventory.write_nodes(nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,

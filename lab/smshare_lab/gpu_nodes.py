@@ -16,19 +16,31 @@ NODE_IMAGE_SCRIPT = LAB_DIR / "node-image.sh"
 # The stand-in NVIDIA apt repository (driver engineer's): served over http on the
 # podman bridge gateway, so nodes stay on the default podman network.
 STANDIN_APT_SCRIPT = LAB_DIR / "standin" / "apt" / "repo.sh"
+PROVISION_SCRIPT = LAB_DIR / "standin" / "apt" / "provision-node.sh"
 COUNT_FILE = STATE / "gpu-nodes.json"
 # What each lab node stands in for: an HGX A100 80GB board (8 GPUs behind 6
-# NVSwitches, so Fabric Manager is needed), read by the stand-in nvidia-smi.
-NVSWITCHES = 6
+# NVSwitches, so Fabric Manager is needed). Its stand-in PCI tree is mounted
+# where sysfs shows the bus (the modules and the stand-in Fabric Manager read
+# it there); the stand-in nvidia-smi reads the GPUs from /etc/nvidia-standin/gpus.json.
+PCI_LAYOUT = "hgx-a100-8gpu"
+PCI_TREE = STATE / "pci" / PCI_LAYOUT
+MAKE_PCI_TREE = LAB_DIR / "standin" / "pci" / "make-tree.py"
+
+
+def gpu_buses():
+    """The GPUs' PCI addresses in the layout (vendor 0x10de, class 0x0302xx)."""
+    lines = (LAB_DIR / "standin" / "pci" / (PCI_LAYOUT + ".txt")).read_text().splitlines()
+    return [f[0] for f in (line.split() for line in lines if line.strip() and not line.startswith("#"))
+            if f[1] == "0x10de" and f[3].startswith("0x0302")]
 
 
 def hardware(name, index):
     gpus = [{"name": "NVIDIA A100-SXM4-80GB",
              "uuid": "GPU-5f2a7c1e-3b8d-4e6f-9a%02d-c2d3e4f5a6%02d" % (index, gpu),
-             "pci_bus_id": "00000000:%02X:00.0" % (0x07 + 0x08 * gpu),
+             "pci_bus_id": "0000" + bus.upper(),
              "memory_total_mib": 81920, "multiprocessor_count": 108, "compute_cap": "8.0"}
-            for gpu in range(8)]
-    return {"node": name, "gpus": gpus, "nvswitches": NVSWITCHES}
+            for gpu, bus in enumerate(gpu_buses())]
+    return {"node": name, "gpus": gpus}
 
 
 def podman_env():
@@ -94,6 +106,7 @@ def up(count):
         return [], removed
     if not ensure_image():
         return [], removed
+    run(["python3", str(MAKE_PCI_TREE), PCI_LAYOUT, str(PCI_TREE)], capture=True)
     started = []
     for name in wanted:
         state = current.get(name)
@@ -106,7 +119,7 @@ def up(count):
             # it again, as a machine comes back; `podman stop` still stops it for good.
             argv = ["run", "-d", "--name", name, "--hostname", name, "--label", LABEL, "--label", INSTANCE_LABEL,
                     "--systemd=always", "--stop-signal", "SIGRTMIN+3", "--stop-timeout", "10",
-                    "--restart=always"]
+                    "--restart=always", "--volume", f"{PCI_TREE}:/sys/bus/pci/devices:ro"]
             podman(*argv, IMAGE, "/sbin/init")
         started.append(name)
     deadline = time.monotonic() + 90
@@ -132,6 +145,13 @@ def standin_apt_up():
         say(f"SKIP stand-in NVIDIA apt repository: {STANDIN_APT_SCRIPT} is not there yet")
         return ""
     return run(["bash", str(STANDIN_APT_SCRIPT), "start"], capture=True, env=podman_env()).stdout.strip()
+
+
+def provision(names, apt_url):
+    """Give each node what a real GPU node has (lab/standin/apt/provision-node.sh)."""
+    script = PROVISION_SCRIPT.read_text()
+    for name in names:
+        podman("exec", "-i", name, "sh", "-s", apt_url, input_text=script)
 
 
 def standin_apt_status():

@@ -6,7 +6,17 @@ bridge `smshare-cni<N>`, pods in 10.244.<N>.0/24 without masquerading (no CNI
 iptables chains; kubelet makes no iptables chains either), so several instances
 can run side by side. `down` removes all of it: processes (by PID file, then
 shims and pod processes found through our socket and cgroups), mounts under our
-dirs and our network namespaces, our cgroups, the bridge, and the dirs.
+dirs and our network namespaces, our cgroups, the bridge, the one nat chain and
+the dirs.
+
+What a GPU node of a real cluster has, the node is given too (cluster_objects):
+containerd pulls from the lab registry over TLS (hosts.toml with the lab CA,
+credentials from each pod's pull secret); the `nvidia` RuntimeClass, whose
+containerd handler is the stand-in runtime wrapper; the GPU labels and
+`nvidia.com/gpu` capacity; in-cluster API access (the kubernetes Service
+10.0.0.1:443 DNATed to this instance's apiserver, the lab has no kube-proxy);
+and a stand-in NRI socket (containerd 1.6 has no NRI). Paths the stand-in
+daemons mount from "the host" live under HOST_ROOT, one per instance.
 """
 import hashlib
 import io
@@ -17,9 +27,13 @@ import tarfile
 import time
 from pathlib import Path
 
+import ssl
+import sys
+import urllib.request
+
 from . import pki, proc
-from .paths import INSTANCE, KUBECONFIG, NAME, PKI, STATE, port
-from .util import LabError, run, wait_for
+from .paths import INSTANCE, KUBECONFIG, LAB_DIR, NAME, PKI, STATE, port
+from .util import LabError, run, say, wait_for
 
 NODE_NAME = "smshare-lab-node-01"
 LIB = Path(f"/var/lib/{NAME}")
@@ -41,18 +55,55 @@ PAUSE_IMAGE = "localhost/smshare-lab/pause:3.4"
 TOOLS_IMAGE = "localhost/smshare-lab/tools:1"
 TOOLS = ("sh", "sleep", "cat", "ls", "env", "true")
 BEFORE = CONF / "before.json"
+# What the stand-in daemons (mpsd, fractiond) mount as host paths: the stand-in
+# operator puts every hostPath under this folder (knob lab.hostRoot), so two
+# instances never share /run/nvidia-mps or an NRI socket.
+HOST_ROOT = LIB / "host"
+NRI_SOCKET = "/var/run/nri/nri.sock"          # containerd's default, under HOST_ROOT
+CRI_SOCKET_DEFAULT = "/run/containerd/containerd.sock"
+RUNTIME = LAB_DIR / "standin" / "runtime" / "nvidia-container-runtime"
+RUNTIME_LAUNCHER = CONF / "nvidia-container-runtime"
+RUNTIME_LOG = LIB / "nvidia-runtime.log"
+INJECT_DIR = HOST_ROOT / "run" / "nvidia-standin" / "inject"
+CERTS_D = CONF / "certs.d"
+# The kubernetes Service, DNATed to this instance's apiserver for pods.
+SERVICE_IP = "10.0.0.1"
+NAT_CHAIN = f"SMSHARE-LAB{INSTANCE}-SVC"
+POD_GATEWAY = f"10.244.{INSTANCE}.1"
+NODE_GPUS = int(os.environ.get("SMSHARE_LAB_NODE_GPUS", "8"))
+NODE_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.client": "true",
+               "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": str(NODE_GPUS),
+               "nvidia.com/gpu.memory": "81920"}
+KNOBS_NAMESPACE = "smshare-lab"
+KNOBS = "standin-knobs"
+# containerd and kubelet run in a mount namespace of this instance's own (private
+# propagation, pinned at MNT_NS), where /var/log/pods and /var/log/containers are
+# this instance's folders: kubelet 1.20 cannot move them, and every kubelet
+# deletes the pod log folders of pods it does not know, other instances' included.
+NS_DIR = RUNDIR / "ns"
+MNT_NS = NS_DIR / "mnt"
+LOG_DIRS = {"/var/log/pods": LIB / "pod-logs", "/var/log/containers": LIB / "container-logs"}
 KUBELET_CLIENT = {f"kubelet-{NODE_NAME}": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth", None),
                   "kubelet-serving": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
                                       ["IP:127.0.0.1", f"DNS:{NODE_NAME}"])}
 
 
 def _write(path, text):
+    """Write text when it differs; True when the file changed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
+        return True
+    return False
 
 
-def _containerd_config():
+def _containerd_config(registry):
+    registry_section = f"""
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # hosts.toml per registry (the lab registry with the lab CA); credentials
+    # come from each pod's imagePullSecrets.
+    config_path = "{CERTS_D}"
+""" if registry else ""
     return f"""version = 2
 root = "{LIB / 'containerd'}"
 state = "{RUNDIR / 'containerd'}"
@@ -78,9 +129,43 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         BinaryName = "/usr/sbin/runc"
         Root = "{RUNDIR / 'runc'}"
         SystemdCgroup = false
+    # The `nvidia` RuntimeClass's handler: the stand-in runtime wrapper, as the
+    # NVIDIA container toolkit registers nvidia-container-runtime.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+        BinaryName = "{RUNTIME_LAUNCHER}"
+        Root = "{RUNDIR / 'runc'}"
+        SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{CONF / 'net.d'}"
+{registry_section}
+# NRI as containerd 2.x configures it. containerd 1.6 ignores this section (it
+# has no NRI); the lab serves a stand-in NRI socket at this path, under HOST_ROOT.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = "{HOST_ROOT}{NRI_SOCKET}"
+"""
+
+
+def _hosts_toml(registry):
+    """containerd's registry host config: the lab registry over TLS with the lab CA."""
+    address = registry["address"]
+    return f"""# Generated by lab/labctl up: pull from the lab registry over TLS.
+server = "https://{address}"
+
+[host."https://{address}"]
+  capabilities = ["pull", "resolve"]
+  ca = "{registry['ca']}"
+"""
+
+
+def _runtime_launcher():
+    return f"""#!/bin/sh
+# Generated by lab/labctl up: the nvidia runtime handler with this instance's paths.
+NVIDIA_STANDIN_RUNTIME_LOG={RUNTIME_LOG} NVIDIA_STANDIN_INJECT_DIR={INJECT_DIR} \\
+  exec {RUNTIME} "$@"
 """
 
 
@@ -225,14 +310,29 @@ def node_ready(bins):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
-def up(bins):
-    """Start containerd and kubelet (whatever is not running); wait for the node to be Ready."""
+def up(bins, registry=None):
+    """Start containerd and kubelet (whatever is not running); wait for the node to be
+    Ready; then give it what a GPU node has (cluster_objects). `registry`: the lab
+    registry's info (address, ca) or None."""
     _record_before()
     pki.ensure(extra_clients=KUBELET_CLIENT)
     pki.write_kubeconfig(CONF / "kubelet.kubeconfig", f"kubelet-{NODE_NAME}", f"system:node:{NODE_NAME}")
-    _write(CONF / "containerd.toml", _containerd_config())
+    config_changed = _write(CONF / "containerd.toml", _containerd_config(registry))
+    if registry:
+        _write(CERTS_D / registry["address"] / "hosts.toml", _hosts_toml(registry))
+    if _write(RUNTIME_LAUNCHER, _runtime_launcher()) or not os.access(RUNTIME_LAUNCHER, os.X_OK):
+        RUNTIME_LAUNCHER.chmod(0o755)
     _write(CONF / "net.d" / "10-smshare-lab.conflist", _cni_config())
     _write(CONF / "kubelet.yaml", _kubelet_config())
+    _mount_ns_up()
+    outside = [n for n in ("kubelet", "containerd") if proc.pid_of(n) and not _in_mount_ns(proc.pid_of(n))]
+    if outside:
+        say(f"{' and '.join(outside)} run outside the node tier's mount namespace: restarting them in it")
+        proc.stop("kubelet")
+        proc.stop("containerd")
+    if config_changed and proc.pid_of("containerd"):
+        say("containerd's configuration changed: restarting it (running containers stay)")
+        proc.stop("containerd")
     for path in (LIB, RUNDIR):
         path.mkdir(parents=True, exist_ok=True)
     for base in _our_cgroups(create=True):
@@ -244,7 +344,8 @@ def up(bins):
     if not proc.pid_of("containerd"):
         if SOCKET.exists():
             SOCKET.unlink()
-        proc.start("containerd", ["/usr/bin/containerd", "--config", CONF / "containerd.toml"])
+        proc.start("containerd", [*_ns_prefix(), "/usr/bin/containerd", "--config", CONF / "containerd.toml"],
+                   exe="/usr/bin/containerd")
         wait_for(lambda: _ctr("version", check=False).returncode == 0, 30,
                  "containerd (see .lab/logs/containerd.log)")
     images = _ctr("images", "ls", "-q").stdout.split()
@@ -253,19 +354,193 @@ def up(bins):
     if TOOLS_IMAGE not in images:
         import_archive(_tools_archive())
     if not proc.pid_of("kubelet"):
-        proc.start("kubelet", [bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
+        proc.start("kubelet", [*_ns_prefix(), bins / "kubelet", f"--config={CONF / 'kubelet.yaml'}",
                                f"--kubeconfig={CONF / 'kubelet.kubeconfig'}",
                                "--container-runtime=remote", f"--container-runtime-endpoint=unix://{SOCKET}",
                                f"--root-dir={LIB / 'kubelet'}", f"--node-ip={NODE_IP}",
                                f"--hostname-override={NODE_NAME}", f"--pod-infra-container-image={PAUSE_IMAGE}",
-                               "--node-labels=smshare.io/lab-node=true", "--v=1"])
+                               "--node-labels=smshare.io/lab-node=true", "--v=1"], exe=str(bins / "kubelet"))
     try:
         wait_for(lambda: node_ready(bins) or not proc.pid_of("kubelet"), 120, f"node {NODE_NAME} Ready", 1)
     except LabError as exc:
         raise LabError(f"{exc}; kubelet log:\n{proc.log_tail('kubelet')}") from None
     if not proc.pid_of("kubelet"):
         raise LabError("kubelet died while starting:\n" + proc.log_tail("kubelet"))
+    _host_root_up()
+    _service_dnat_up()
+    cluster_objects(bins)
     return [NODE_NAME]
+
+
+# ---- the node tier's mount namespace ------------------------------------------
+
+def _host_mounts():
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+def _ns_prefix():
+    return ["nsenter", f"--mount={MNT_NS}", "--"]
+
+
+def _in_ns(*argv):
+    return run([*_ns_prefix(), *map(str, argv)], capture=True)
+
+
+def _in_mount_ns(pid):
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat(MNT_NS).st_ino
+    except OSError:
+        return False
+
+
+def _mount_ns_up():
+    """Create (once) the pinned mount namespace and its own pod log folders."""
+    if str(MNT_NS) in _host_mounts():
+        return
+    NS_DIR.mkdir(parents=True, exist_ok=True)
+    if str(NS_DIR) not in _host_mounts():
+        # A namespace can only be pinned on a private mount.
+        run(["mount", "--bind", str(NS_DIR), str(NS_DIR)], capture=True)
+        run(["mount", "--make-private", str(NS_DIR)], capture=True)
+    MNT_NS.touch()
+    run(["unshare", f"--mount={MNT_NS}", "--propagation", "private", "true"], capture=True)
+    for inside, backing in LOG_DIRS.items():
+        backing.mkdir(parents=True, exist_ok=True)
+        Path(inside).mkdir(parents=True, exist_ok=True)
+        _in_ns("mount", "--bind", backing, inside)
+
+
+# ---- what a GPU node of a real cluster has ----------------------------------
+
+def _host_root_up():
+    """HOST_ROOT: the stand-in daemons' "host" paths: /var/run -> /run, the CRI
+    socket at containerd's default path and at the lab's real path (bind mounts of
+    our socket), and the stand-in NRI socket."""
+    (HOST_ROOT / "run").mkdir(parents=True, exist_ok=True)
+    var_run = HOST_ROOT / "var" / "run"
+    if not var_run.is_symlink():
+        var_run.parent.mkdir(parents=True, exist_ok=True)
+        var_run.symlink_to("../run")
+    for inside in (CRI_SOCKET_DEFAULT, str(SOCKET)):
+        target = Path(f"{HOST_ROOT}{inside}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+        # In the node tier's mount namespace, where the pods' host paths come from;
+        # again after a containerd restart (a new socket).
+        _in_ns("sh", "-c", 'test "$(stat -c %i "$1")" = "$(stat -c %i "$2")" && exit 0; '
+                           'umount "$2" 2>/dev/null; mount --bind "$1" "$2"', "bind", SOCKET, target)
+    INJECT_DIR.mkdir(parents=True, exist_ok=True)
+    nri = Path(f"{HOST_ROOT}/run/nri/nri.sock")
+    if not proc.pid_of("nri-socket") or not nri.is_socket():
+        proc.stop("nri-socket")
+        proc.start("nri-socket", [sys.executable, LAB_DIR / "standin" / "runtime" / "nri-socket", nri])
+        wait_for(nri.is_socket, 10, f"the stand-in NRI socket {nri}")
+
+
+def _iptables(*args, check=True):
+    return run(["iptables", "-w", "-t", "nat", *args], check=check, capture=True)
+
+
+def _service_dnat_up():
+    """Pods of this instance reach the kubernetes Service (10.0.0.1:443) at the apiserver."""
+    jump = ["PREROUTING", "-s", POD_SUBNET, "-d", f"{SERVICE_IP}/32", "-p", "tcp", "--dport", "443",
+            "-j", NAT_CHAIN]
+    if _iptables("-L", NAT_CHAIN, "-n", check=False).returncode != 0:
+        _iptables("-N", NAT_CHAIN)
+    rule = ["-p", "tcp", "-j", "DNAT", "--to-destination", f"{POD_GATEWAY}:{port(6443)}"]
+    if _iptables("-C", NAT_CHAIN, *rule, check=False).returncode != 0:
+        _iptables("-F", NAT_CHAIN)
+        _iptables("-A", NAT_CHAIN, *rule)
+    if _iptables("-C", *jump, check=False).returncode != 0:
+        _iptables("-A", *jump)
+
+
+def _service_dnat_down():
+    jump = ["PREROUTING", "-s", POD_SUBNET, "-d", f"{SERVICE_IP}/32", "-p", "tcp", "--dport", "443",
+            "-j", NAT_CHAIN]
+    while _iptables("-C", *jump, check=False).returncode == 0:
+        _iptables("-D", *jump, check=False)
+    if _iptables("-L", NAT_CHAIN, "-n", check=False).returncode == 0:
+        _iptables("-F", NAT_CHAIN, check=False)
+        _iptables("-X", NAT_CHAIN, check=False)
+
+
+def _api(method, path, body=None, content_type="application/json"):
+    """The apiserver as the lab admin (for what kubectl 1.20 cannot do: node status)."""
+    ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
+    ctx.load_cert_chain(str(PKI / "admin.crt"), str(PKI / "admin.key"))
+    request = urllib.request.Request(pki.APISERVER_URL + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": content_type})
+    with urllib.request.urlopen(request, context=ctx, timeout=10) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def _kubectl(bins, *args, input_text=None, check=True):
+    return run([str(bins / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args], check=check, capture=True,
+               input_text=input_text)
+
+
+def cluster_objects(bins):
+    """The node's GPU labels and capacity, the nvidia RuntimeClass, and the stand-ins'
+    knobs (ConfigMap smshare-lab/standin-knobs, readable by every ServiceAccount).
+    Idempotent; knobs a test set are kept."""
+    _kubectl(bins, "label", "node", NODE_NAME, "--overwrite", *[f"{k}={v}" for k, v in NODE_LABELS.items()])
+    quantity = str(NODE_GPUS)
+    status = _api("GET", f"/api/v1/nodes/{NODE_NAME}")["status"]
+    if status.get("capacity", {}).get("nvidia.com/gpu") != quantity \
+            or status.get("allocatable", {}).get("nvidia.com/gpu") != quantity:
+        _api("PATCH", f"/api/v1/nodes/{NODE_NAME}/status",
+             {"status": {"capacity": {"nvidia.com/gpu": quantity}, "allocatable": {"nvidia.com/gpu": quantity}}},
+             "application/merge-patch+json")
+    manifest = f"""apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: nvidia
+handler: nvidia
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {KNOBS_NAMESPACE}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: standin-knobs-reader
+  namespace: {KNOBS_NAMESPACE}
+rules:
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: ["{KNOBS}"]
+  verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: standin-knobs-reader
+  namespace: {KNOBS_NAMESPACE}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: standin-knobs-reader
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:serviceaccounts
+"""
+    _kubectl(bins, "apply", "-f", "-", input_text=manifest)
+    if _kubectl(bins, "-n", KNOBS_NAMESPACE, "get", "configmap", KNOBS, check=False).returncode != 0:
+        _kubectl(bins, "-n", KNOBS_NAMESPACE, "create", "configmap", KNOBS)
+    _kubectl(bins, "-n", KNOBS_NAMESPACE, "patch", "configmap", KNOBS, "--type", "merge",
+             "-p", json.dumps({"data": {"lab.hostRoot": str(HOST_ROOT)}}))
+
+
+def facts():
+    """What roles and tests need to know about the node (generated inventory)."""
+    return {"node": NODE_NAME, "host_root": str(HOST_ROOT), "cri_socket": str(SOCKET),
+            "nri_socket": NRI_SOCKET, "containerd_config": str(CONF / "containerd.toml"),
+            "runtime_log": str(RUNTIME_LOG), "gpus": NODE_GPUS}
 
 
 def running():
@@ -285,6 +560,8 @@ def status():
     rows = []
     for name in ("containerd", "kubelet"):
         rows.append((f"node tier {name}", bool(proc.pid_of(name)), proc.pid_of(name) or "-", ""))
+    rows.append(("node tier NRI socket (stand-in)", bool(proc.pid_of("nri-socket")), proc.pid_of("nri-socket") or "-",
+                 f"{HOST_ROOT}{NRI_SOCKET}"))
     return rows
 
 
@@ -371,6 +648,8 @@ def _stray_pids():
 
 def down():
     """Stop and remove everything the node tier made. Safe to run when nothing runs."""
+    _service_dnat_down()
+    proc.stop("nri-socket")
     if not (BEFORE.is_file() or anything_running() or LIB.exists() or RUNDIR.exists()):
         return
     proc.stop("kubelet")
@@ -432,4 +711,6 @@ def leftovers():
     found += [f"cgroup {p}" for p in _our_cgroups()]
     found += [f"pid {p}" for p in _stray_pids()]
     found += [f"path {p}" for p in (LIB, RUNDIR) if p.exists()]
+    if _iptables("-L", NAT_CHAIN, "-n", check=False).returncode == 0:
+        found.append(f"iptables nat chain {NAT_CHAIN}")
     return found

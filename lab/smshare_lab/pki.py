@@ -30,6 +30,7 @@ def apiserver_url_for_containers():
     gateway = podman_gateway()
     return f"https://{gateway}:{port(6443)}" if gateway else None
 
+
 # name -> (subject, extended key usage, SANs)
 CLIENTS = {
     "admin": ("/O=system:masters/CN=smshare-lab-admin", "clientAuth", None),

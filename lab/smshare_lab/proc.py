@@ -40,14 +40,16 @@ def pid_of(name):
     return pid
 
 
-def start(name, argv, env=None, cwd=None):
-    """Start argv detached in its own session, output to .lab/logs/<name>.log."""
+def start(name, argv, env=None, cwd=None, exe=None):
+    """Start argv detached in its own session, output to .lab/logs/<name>.log.
+    `exe`: the program the process ends up running when argv[0] execs another
+    (nsenter ... -- PROGRAM): what pid_of checks."""
     RUN.mkdir(parents=True, exist_ok=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     log = open(LOGS / f"{name}.log", "ab")
     proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
-    _pidfile(name).write_text(f"{proc.pid}\n{argv[0]}\n")
+    _pidfile(name).write_text(f"{proc.pid}\n{exe or argv[0]}\n")
     time.sleep(0.2)
     if proc.poll() is not None:
         raise LabError(f"{name} exited at once (rc={proc.returncode}); see {LOGS / (name + '.log')}:\n"

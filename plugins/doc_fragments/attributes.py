@@ -25,12 +25,15 @@ attributes:
 options: {}
 attributes:
   check_mode:
+    description: Can run in check mode and predict what it would change, changing nothing.
     support: full
     details: Reads only; runs the same in check mode.
   diff_mode:
+    description: Returns the state before and after in diff mode.
     support: N/A
     details: Reads only.
   idempotent:
+    description: A second run with the same parameters reports no change.
     support: full
     details: Reads only.
 """

@@ -14,6 +14,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.smshare.kai.plugins.module_utils import csv_output
 from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-smi"
@@ -45,6 +46,14 @@ INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
 CUDA_VERSION_RE = re.compile(r"CUDA Version:\s*([0-9.]+)")
 NVIDIA_VENDOR = "0x10de"
 NVSWITCH_CLASS_PREFIX = "0x0680"
+# Where the PCI devices are (lab nodes and Molecule containers mount a stand-in tree here).
+PCI_DEVICES = "/sys/bus/pci/devices"
+# What the loaded kernel module says about itself.
+KERNEL_MODULE_VERSION_FILE = "/proc/driver/nvidia/version"
+KERNEL_MODULE_RE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+# Driver states driver_state() reports, from the named failures of check_driver().
+DRIVER_STATES = {"driver_not_loaded": "not_loaded", "driver_library_mismatch": "mismatch",
+                 "nvidia_smi_missing": "absent"}
 
 
 class NvidiaSmiError(ToolError):
@@ -69,18 +78,8 @@ def check_driver(result):
 
 
 def parse_csv(out, fields):
-    lines = [line for line in out.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError("no header line")
-    header = [c.strip() for c in lines[0].split(",")]
-    wanted = [f[1] for f in fields]
-    if header != wanted:
-        raise ValueError("expected the header %r, got %r" % (", ".join(wanted), lines[0]))
     rows = []
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(fields):
-            raise ValueError("row with %d cells: %r" % (len(cells), line))
+    for cells in csv_output.parse_csv(out, [f[1] for f in fields]):
         row = {}
         for (field, _header, convert), cell in zip(fields, cells):
             key = RESULT_KEYS.get(field, field)
@@ -99,8 +98,10 @@ def parse_cuda_version(out):
     return match.group(1)
 
 
-def count_nvswitches(pci_devices_path):
-    """NVSwitches are PCI bridges (class 0x0680xx) of vendor 0x10de."""
+def count_nvswitches(pci_devices_path=None):
+    """NVSwitches are PCI bridges (class 0x0680xx) of vendor 0x10de; None when
+    the PCI devices cannot be listed."""
+    pci_devices_path = pci_devices_path or PCI_DEVICES
     count = 0
     try:
         entries = sorted(os.listdir(pci_devices_path))
@@ -117,6 +118,22 @@ def count_nvswitches(pci_devices_path):
         if vendor == NVIDIA_VENDOR and pci_class.startswith(NVSWITCH_CLASS_PREFIX):
             count += 1
     return count
+
+
+def kernel_module_version(path=None):
+    """The loaded NVIDIA kernel module's version, "" when none is loaded."""
+    try:
+        with open(path or KERNEL_MODULE_VERSION_FILE) as handle:
+            match = KERNEL_MODULE_RE.search(handle.read())
+    except (IOError, OSError):
+        return ""
+    return match.group(1) if match else ""
+
+
+def branch_of(version):
+    """615 for '615.71.09'; None when the version does not start with a number."""
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 class NvidiaSmi:
@@ -164,6 +181,24 @@ class NvidiaSmi:
             for gpu in gpus:
                 gpu[key] = by_index.get(gpu["index"])
         return gpus
+
+    def driver_state(self):
+        """The loaded driver as a state, for readers that report rather than fail:
+        {state: ok|not_loaded|mismatch|absent, version, branch, library_version}.
+        Failures other than the driver's own (unparsable output, a failed call)
+        still raise."""
+        try:
+            rows = self.query([("driver_version", "driver_version", str)])
+        except NvidiaSmiError as exc:
+            if exc.kind not in DRIVER_STATES:
+                raise
+            text = (exc.result.stdout + exc.result.stderr) if exc.result is not None else ""
+            library = NVML_VERSION_RE.search(text)
+            return {"state": DRIVER_STATES[exc.kind], "version": None, "branch": None,
+                    "library_version": library.group(1) if library else None}
+        versions = sorted(set(row["driver_version"] for row in rows if row["driver_version"]))
+        version = versions[0] if versions else None
+        return {"state": "ok", "version": version, "branch": branch_of(version), "library_version": None}
 
     def cuda_version(self):
         result = self.run([])

@@ -5,6 +5,11 @@
 Basic auth and the bearer-token challenge flow (WWW-Authenticate), a CA file
 for private registries, OCI index / Docker manifest list / OCI and Docker
 image manifests. Uses ansible's open_url: no third-party dependency.
+
+Credentials go only where they were meant to: redirects are followed here,
+not by urllib (which keeps the Authorization header for any host), so the
+header is dropped when a redirect leaves the host, and nothing is fetched over
+plain HTTP, nor are credentials sent to a token realm that is not https.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +22,7 @@ import re
 import ssl
 
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.six.moves.urllib.parse import urlencode
+from ansible.module_utils.six.moves.urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 from ansible.module_utils.urls import open_url
 
 try:
@@ -34,14 +39,35 @@ INDEX_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST)
 MANIFEST_ACCEPT = ', '.join((OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 
 DOCKER_HUB = 'registry-1.docker.io'
-_TAG_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$')
-_DIGEST_RE = re.compile(r'^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$')
-_PATH_COMPONENT_RE = re.compile(r'^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$')
+# Matched with fullmatch: a trailing newline never slips past.
+_TAG_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
+_DIGEST_RE = re.compile(r'sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}|'
+                        r'(?!sha256:|sha512:)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}')
+_PATH_COMPONENT_RE = re.compile(r'[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*')
 _CHALLENGE_PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 5
+
+
+def show_url(url):
+    """A URL for messages: no user information, no query (signed blob URLs
+    carry temporary credentials there)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit('@', 1)[-1]
+        return urlunsplit((parts.scheme, host, parts.path, '', ''))
+    except ValueError:
+        return '<unreadable URL>'
+
+
+def _show_ref(ref):
+    return repr(re.sub(r'^[^@/]*@(?![a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,})', '<redacted>@',
+                       ref.split('://', 1)[-1]) if isinstance(ref, str) else ref)
 
 
 class RegistryError(Exception):
-    """A failure talking to the registry; kind is auth, denied, tls, connect, http or reference."""
+    """A failure talking to the registry. kind (returned as `failure`): auth,
+    denied, tls, connect, http, reference, insecure_redirect or insecure_realm."""
 
     def __init__(self, msg, kind, image=None, status=None, url=None):
         super(RegistryError, self).__init__(msg)
@@ -63,19 +89,19 @@ def parse_reference(ref):
     localhost, as docker decides; otherwise the image is on Docker Hub.
     """
     if not ref or ref != ref.strip() or '://' in ref:
-        raise RegistryError('invalid image reference %r: expected host[:port]/path/name:tag' % ref,
+        raise RegistryError('invalid image reference %s: expected host[:port]/path/name:tag' % _show_ref(ref),
                             'reference', image=ref)
     name, reference = ref, 'latest'
     if '@' in name:
         name, reference = name.split('@', 1)
-        if not _DIGEST_RE.match(reference):
-            raise RegistryError('invalid digest in image reference %r' % ref, 'reference', image=ref)
+        if not _DIGEST_RE.fullmatch(reference):
+            raise RegistryError('invalid digest in image reference %s' % _show_ref(ref), 'reference', image=ref)
     else:
         last = name.rsplit('/', 1)[-1]
         if ':' in last:
             name, reference = name.rsplit(':', 1)
-            if not _TAG_RE.match(reference):
-                raise RegistryError('invalid tag %r in image reference %r' % (reference, ref),
+            if not _TAG_RE.fullmatch(reference):
+                raise RegistryError('invalid tag %r in image reference %s' % (reference, _show_ref(ref)),
                                     'reference', image=ref)
     parts = name.split('/')
     if len(parts) > 1 and ('.' in parts[0] or ':' in parts[0] or parts[0] == 'localhost'):
@@ -84,9 +110,9 @@ def parse_reference(ref):
         registry, path = DOCKER_HUB, parts
         if len(path) == 1:
             path = ['library'] + path
-    if not path or not all(_PATH_COMPONENT_RE.match(p) for p in path):
-        raise RegistryError('invalid repository path in image reference %r: components must be '
-                            'lowercase letters, digits and separators' % ref, 'reference', image=ref)
+    if not path or not all(_PATH_COMPONENT_RE.fullmatch(p) for p in path):
+        raise RegistryError('invalid repository path in image reference %s: components must be '
+                            'lowercase letters, digits and separators' % _show_ref(ref), 'reference', image=ref)
     return registry, '/'.join(path), reference
 
 
@@ -99,7 +125,9 @@ def normalize_platform(platform):
 
 
 def _platform_of(desc):
-    plat = desc.get('platform') or {}
+    if not isinstance(desc, dict):
+        return None
+    plat = desc.get('platform') if isinstance(desc.get('platform'), dict) else {}
     os_name = plat.get('os') or desc.get('os')
     arch = plat.get('architecture') or desc.get('architecture')
     if not os_name or not arch or os_name == 'unknown' or arch == 'unknown':
@@ -132,8 +160,9 @@ class RegistryClient:
 
     def __init__(self, username=None, password=None, ca_file=None, validate_certs=True,
                  timeout=30, opener=None):
-        self.username = username or None
-        self.password = password or None
+        # Credentials are a user name with a non-empty password, or none at all.
+        self.username = username if username and password else None
+        self.password = password if username and password else None
         self.ca_file = ca_file or None
         self.validate_certs = validate_certs
         self.timeout = timeout
@@ -145,7 +174,7 @@ class RegistryClient:
         try:
             resp = self._open(url, method=method, headers=headers, timeout=self.timeout,
                               validate_certs=self.validate_certs, ca_path=self.ca_file,
-                              follow_redirects='all')
+                              follow_redirects='none')
             return resp.getcode(), dict((k.lower(), v) for k, v in resp.headers.items()), resp.read()
         except HTTPError as exc:
             body = exc.read() if hasattr(exc, 'read') else b''
@@ -155,11 +184,38 @@ class RegistryClient:
             if _is_tls_error(exc):
                 raise RegistryError(
                     'TLS verification failed for %s (%s): the registry certificate is not trusted; '
-                    'give ca_file with the CA that signed it' % (url, exc), 'tls', image=image, url=url)
+                    'give ca_file with the CA that signed it' % (show_url(url), exc), 'tls', image=image,
+                    url=show_url(url))
             if isinstance(exc, (URLError, OSError)):
-                raise RegistryError('cannot reach registry at %s: %s' % (url, exc), 'connect',
-                                    image=image, url=url)
+                raise RegistryError('cannot reach registry at %s: %s' % (show_url(url), exc), 'connect',
+                                    image=image, url=show_url(url))
             raise
+
+    def _fetch(self, method, url, headers, image):
+        """_raw, following redirects itself: the Authorization header goes only
+        to the host it was meant for, and never over plain HTTP."""
+        origin = urlsplit(url)
+        headers = dict(headers)
+        for _hop in range(MAX_REDIRECTS + 1):
+            status, hdrs, body = self._raw(method, url, headers, image)
+            if status not in REDIRECTS:
+                return status, hdrs, body, url
+            location = hdrs.get('location')
+            if not location:
+                raise RegistryError('%s answered HTTP %s without a Location' % (show_url(url), status), 'http',
+                                    image=image, status=status, url=show_url(url))
+            target = urljoin(url, location)
+            parts = urlsplit(target)
+            if parts.scheme != 'https':
+                raise RegistryError(
+                    '%s redirected to %s, which is not https: refused (nothing is fetched, and no credential '
+                    'sent, over plain HTTP)' % (show_url(url), show_url(target)), 'insecure_redirect',
+                    image=image, status=status, url=show_url(target))
+            if (parts.hostname, parts.port) != (origin.hostname, origin.port):
+                headers.pop('Authorization', None)   # e.g. a blob store: it gets no registry credentials
+            url = target
+        raise RegistryError('more than %d redirects from %s' % (MAX_REDIRECTS, show_url(url)), 'http',
+                            image=image, url=show_url(url))
 
     def _basic_header(self):
         token = base64.b64encode(('%s:%s' % (self.username, self.password)).encode('utf-8'))
@@ -170,6 +226,11 @@ class RegistryClient:
         if not realm:
             raise RegistryError('registry %s sent a Bearer challenge without a realm' % registry,
                                 'auth', image=image)
+        if self.username and urlsplit(realm).scheme != 'https':
+            raise RegistryError(
+                'registry %s names the token service %s, which is not https: the credentials are never sent '
+                'over plain HTTP. Fix the registry\'s token realm' % (registry, show_url(realm)),
+                'insecure_realm', image=image, url=show_url(realm))
         query = {}
         if params.get('service'):
             query['service'] = params['service']
@@ -178,21 +239,21 @@ class RegistryClient:
         headers = {}
         if self.username:
             headers['Authorization'] = self._basic_header()
-        status, _hdrs, body = self._raw('GET', url, headers, image)
+        status, _hdrs, body, url = self._fetch('GET', url, headers, image)
         if status in (401, 403):
             raise self._auth_error(status, registry, image, url)
         if status != 200:
-            raise RegistryError('token service %s answered HTTP %s for %s' % (realm, status, image),
-                                'http', image=image, status=status, url=url)
+            raise RegistryError('token service %s answered HTTP %s for %s' % (show_url(realm), status, image),
+                                'http', image=image, status=status, url=show_url(url))
         try:
             data = json.loads(body.decode('utf-8'))
-        except ValueError:
-            raise RegistryError('token service %s answered something that is not JSON' % realm,
-                                'http', image=image, status=status, url=url)
-        token = data.get('token') or data.get('access_token')
-        if not token:
-            raise RegistryError('token service %s answered without a token' % realm, 'auth',
-                                image=image, status=status, url=url)
+        except (ValueError, UnicodeDecodeError):
+            raise RegistryError('token service %s answered something that is not JSON' % show_url(realm),
+                                'http', image=image, status=status, url=show_url(url))
+        token = data.get('token') or data.get('access_token') if isinstance(data, dict) else None
+        if not token or not isinstance(token, str):
+            raise RegistryError('token service %s answered without a token' % show_url(realm), 'auth',
+                                image=image, status=status, url=show_url(url))
         return 'Bearer ' + token
 
     def _auth_error(self, status, registry, image, url):
@@ -200,15 +261,15 @@ class RegistryClient:
             return RegistryError(
                 'access denied (HTTP 403) to %s for user %s: the account may not pull from this '
                 'repository' % (image, self.username or '(anonymous)'), 'denied',
-                image=image, status=403, url=url)
+                image=image, status=403, url=show_url(url))
         if not self.username:
             return RegistryError(
                 'authentication required (HTTP 401) by registry %s for %s: give username and '
-                'password' % (registry, image), 'auth', image=image, status=401, url=url)
+                'password' % (registry, image), 'auth', image=image, status=401, url=show_url(url))
         return RegistryError(
             'authentication failed (HTTP 401) at registry %s for user %s reading %s: check the '
             'username and password' % (registry, self.username, image), 'auth',
-            image=image, status=401, url=url)
+            image=image, status=401, url=show_url(url))
 
     def request(self, method, registry, path, image, scope, accept=None):
         url = 'https://%s%s' % (registry, path)
@@ -218,7 +279,7 @@ class RegistryClient:
         key = (registry, scope)
         if key in self._auth:
             headers['Authorization'] = self._auth[key]
-        status, hdrs, body = self._raw(method, url, headers, image)
+        status, hdrs, body, _final = self._fetch(method, url, headers, image)
         if status == 401 and 'Authorization' not in headers:
             scheme, params = _parse_challenge(hdrs.get('www-authenticate'))
             if scheme == 'bearer':
@@ -230,10 +291,10 @@ class RegistryClient:
             else:
                 raise RegistryError('registry %s asked for unsupported authentication %r' %
                                     (registry, hdrs.get('www-authenticate')), 'auth',
-                                    image=image, status=401, url=url)
+                                    image=image, status=401, url=show_url(url))
             self._auth[key] = auth
             headers['Authorization'] = auth
-            status, hdrs, body = self._raw(method, url, headers, image)
+            status, hdrs, body, _final = self._fetch(method, url, headers, image)
         if status in (401, 403):
             raise self._auth_error(status, registry, image, url)
         return status, hdrs, body, url
@@ -253,36 +314,40 @@ class RegistryClient:
             return self._with_missing(result, platforms)
         if status != 200:
             raise RegistryError('registry answered HTTP %s for %s' % (status, ref), 'http',
-                                image=ref, status=status, url=url)
+                                image=ref, status=status, url=show_url(url))
         try:
             manifest = json.loads(body.decode('utf-8'))
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             raise RegistryError('manifest of %s is not JSON' % ref, 'http', image=ref,
-                                status=status, url=url)
+                                status=status, url=show_url(url))
+        if not isinstance(manifest, dict):
+            raise RegistryError('manifest of %s is not a JSON object' % ref, 'http', image=ref,
+                                status=status, url=show_url(url))
         media_type = manifest.get('mediaType') or hdrs.get('content-type', '').split(';')[0]
         result.update(exists=True, media_type=media_type,
                       digest=hdrs.get('docker-content-digest') or
                       'sha256:' + hashlib.sha256(body).hexdigest())
         if media_type in INDEX_TYPES or 'manifests' in manifest:
-            found = [_platform_of(m) for m in manifest.get('manifests', [])]
+            entries = manifest.get('manifests')
+            found = [_platform_of(m) for m in entries] if isinstance(entries, list) else []
             result['platforms'] = sorted(set(p for p in found if p))
         else:
             result['platforms'] = self._config_platform(registry, repository, manifest, ref, scope)
         return self._with_missing(result, platforms)
 
     def _config_platform(self, registry, repository, manifest, ref, scope):
-        config = manifest.get('config') or {}
+        config = manifest.get('config') if isinstance(manifest.get('config'), dict) else {}
         digest = config.get('digest')
-        if not digest:
+        if not digest or not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
             return []
         status, _hdrs, body, url = self.request(
             'GET', registry, '/v2/%s/blobs/%s' % (repository, digest), ref, scope)
         if status != 200:
             raise RegistryError('registry answered HTTP %s for the config blob of %s' % (status, ref),
-                                'http', image=ref, status=status, url=url)
+                                'http', image=ref, status=status, url=show_url(url))
         try:
             plat = _platform_of(json.loads(body.decode('utf-8')))
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             return []
         return [plat] if plat else []
 

@@ -68,6 +68,11 @@ class CommandRunner:
     def available(self):
         return self.path is not None
 
+    def missing(self, hint):
+        """The failure for a tool that is not installed: `<binary>_missing`."""
+        return ToolError("%s is not installed: %s" % (self.binary, hint),
+                         kind="%s_missing" % self.binary.replace("-", "_"))
+
     def command(self, args, stdin=None, env=None):
         """The record of a call without running it (for check mode)."""
         merged = dict(self.env)
@@ -78,7 +83,7 @@ class CommandRunner:
     def run(self, args, stdin=None, env=None):
         """Run `binary args...`, writing `stdin` (a string) to its standard input."""
         if self.path is None:
-            raise RuntimeError("%s is not installed (not found on PATH)" % self.binary)
+            raise self.missing("it is not on PATH")
         merged = dict(self.env)
         merged.update(env or {})
         argv = [self.path] + [str(a) for a in args]

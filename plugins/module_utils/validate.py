@@ -53,7 +53,7 @@ def show(value):
     """A value as the user should read it: quoted, control characters escaped,
     URL credentials removed."""
     if isinstance(value, string_types):
-        if "://" in value:
+        if "@" in value:
             value = redact_url(value)
         return repr(value.encode("unicode_escape").decode("ascii") if CONTROL_RE.search(value) else value)
     return repr(value)
@@ -129,6 +129,25 @@ def path(parameter, value, example, required=True):
     return stripped
 
 
+def mode(parameter, value, example="'0755'", required=True):
+    """A file mode as a quoted octal string ('0755', '755', '1777'); returns its int.
+
+    Numbers are refused: YAML reads 0755 as 493 but 755 as 755 (0o1363), and
+    the two cannot be told apart once parsed.
+    """
+    if value is None or value == "":
+        if required:
+            raise BadInput(parameter, value, "must be set", example)
+        return None
+    if not isinstance(value, string_types):
+        raise BadInput(parameter, value, "must be a quoted octal string (a bare number is ambiguous in YAML)",
+                       example)
+    text(parameter, value, example)
+    if re.fullmatch(r"0?[0-7]{3,4}", value) is None:
+        raise BadInput(parameter, value, "must be an octal mode of 3 or 4 digits", example)
+    return int(value, 8)
+
+
 # ---------------------------------------------------------------- lists
 def items(parameter, value, example, minimum=1, each=None):
     """A list with at least `minimum` items; `each(name, item)` checks every item."""
@@ -144,10 +163,23 @@ def items(parameter, value, example, minimum=1, each=None):
 
 
 # ---------------------------------------------------------------- URLs
+# git's scp-like syntax: [user[:password]@]host:path (no scheme).
+SCP_LIKE_RE = re.compile(r"(?:(?P<userinfo>[^@/]+)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])"
+                         r":(?!//)(?P<path>.+)")
+
+# userinfo@rest without a scheme, where the '@' comes before any '/' and does
+# not introduce a digest (name@sha256:... is an image reference, not a login).
+_BARE_USERINFO_RE = re.compile(r"(?P<userinfo>[^@/\s]+)@(?!(?:[a-z0-9]+(?:[+._-][a-z0-9]+)*):[0-9a-fA-F]{32,})"
+                               r"(?P<rest>[^@]+)", re.S)
+
+
 def redact_url(url):
     """The URL with any user information replaced by <redacted>."""
     if not isinstance(url, string_types) or "@" not in url:
         return url
+    if "://" not in url:
+        bare = _BARE_USERINFO_RE.fullmatch(url)
+        return "%s@%s" % (REDACTED, bare.group("rest")) if bare else url
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -159,8 +191,12 @@ def redact_url(url):
 
 
 def has_credentials(url):
+    """User information in a URL, or before the host of a scheme-less
+    reference (user:password@registry/path, user@host:path)."""
     if not isinstance(url, string_types):
         return False
+    if "://" not in url:
+        return _BARE_USERINFO_RE.fullmatch(url) is not None
     try:
         return "@" in urlsplit(url).netloc
     except ValueError:
@@ -189,4 +225,45 @@ def url(parameter, value, example, schemes=("https", "http"), credentials_hint=N
         raise BadInput(parameter, value, "must be a %s URL" % " or ".join(schemes), example)
     if not host or re.search(r"\s", value):
         raise BadInput(parameter, value, "must name a host", example)
+    return value
+
+
+GIT_HINT = ("a git credential helper (git config credential.helper) or an SSH key of the build host, "
+            "never the URL")
+
+
+def git_url(parameter, value, example, required=True):
+    """A URL git clones from: https://, http://, git://, ssh://[user@]host/path,
+    scp-like [user@]host:path, file:///path or an absolute path. User
+    information is refused except an SSH user name without a password."""
+    text(parameter, value, example, required=required, positional=True)
+    if value in (None, ""):
+        return value
+    if "://" in value:
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise BadInput(parameter, value, "must be a git URL", example)
+        if parts.scheme not in ("https", "http", "git", "ssh", "file"):
+            raise BadInput(parameter, value, "must be an https, http, git, ssh or file URL", example)
+        if "@" in parts.netloc and (parts.scheme != "ssh" or parts.password is not None):
+            raise BadInput(parameter, value, "must not carry credentials (user:password@ or a token@); "
+                           "put them in %s" % GIT_HINT, example)
+        if parts.scheme == "file":
+            if parts.netloc or not parts.path.startswith("/"):
+                raise BadInput(parameter, value, "must be file:///absolute/path", example)
+        elif not host or re.search(r"\s", value):
+            raise BadInput(parameter, value, "must name a host", example)
+        return value
+    if value.startswith("/"):
+        return path(parameter, value, example)
+    scp = SCP_LIKE_RE.fullmatch(value)
+    if scp is None:
+        raise BadInput(parameter, value, "must be a git URL (https://host/path, ssh://host/path, "
+                       "user@host:path, file:///path or an absolute path)", example)
+    if scp.group("userinfo") and ":" in scp.group("userinfo"):
+        raise BadInput(parameter, value, "must not carry a password (user:password@); put credentials in %s"
+                       % GIT_HINT, example)
     return value

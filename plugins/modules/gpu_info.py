@@ -16,41 +16,24 @@ description:
     the CUDA version, and per GPU its index, UUID, name, PCI bus id, memory total,
     compute mode, MIG mode, persistence mode, compute capability and, where the
     driver reports it, the multiprocessor (SM) count.
-  - Reports whether NVSwitches are present (NVIDIA PCI bridges in sysfs, or
-    O(nvswitch_count)), and therefore whether Fabric Manager is needed, and
-    whether the C(nvidia-fabricmanager) service is running.
+  - Reports whether NVSwitches are present (NVIDIA PCI bridges, vendor C(0x10de)
+    class C(0x0680xx), in C(/sys/bus/pci/devices)), and therefore whether Fabric
+    Manager is needed, and whether the Fabric Manager unit is active.
   - Fails with a named C(failure) when nvidia-smi is missing (V(nvidia_smi_missing)),
     the driver is not loaded (V(driver_not_loaded)), or the loaded kernel module
     differs from the installed library after an upgrade without a reboot
     (V(driver_library_mismatch)).
 author:
   - smshare.kai maintainers (@smshare)
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.attributes.info_module
 options:
-  nvswitch_count:
-    description:
-      - Number of NVSwitches to assume instead of scanning O(pci_devices_path).
-      - Use it where sysfs cannot show them (containers, lab nodes).
-    type: int
-  pci_devices_path:
-    description:
-      - Directory of PCI devices scanned for NVSwitches (vendor C(0x10de), class C(0x0680xx)).
-    type: path
-    default: /sys/bus/pci/devices
   fabricmanager_service:
     description:
       - Name of the Fabric Manager systemd unit.
     type: str
     default: nvidia-fabricmanager
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same queries in check mode.
-  diff_mode:
-    support: none
-    description: Reports, changes nothing.
-  idempotent:
-    support: full
-    description: Never changes anything.
 notes:
   - The C(multiprocessor_count) query field is not known to every driver; when the
     driver rejects it the value is null.
@@ -67,10 +50,6 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: gpu.driver_branch == 615
     fail_msg: "Driver {{ gpu.driver_version }} is not r615: install nvidia-driver-pinning-615 first."
-
-- name: Lab node without sysfs NVSwitches
-  smshare.kai.gpu_info:
-    nvswitch_count: 6
 """
 
 RETURN = r"""
@@ -112,7 +91,7 @@ gpus:
       driver_version: "615.71.09"
       multiprocessor_count: 108
 nvswitch_count:
-  description: NVSwitches found (or given); null when sysfs could not be read.
+  description: NVSwitches on the PCI bus; null when sysfs could not be read.
   returned: success
   type: int
   sample: 6
@@ -129,7 +108,11 @@ fabricmanager_running:
   returned: success
   type: bool
 failure:
-  description: Name of the failure (nvidia_smi_missing, driver_not_loaded, driver_library_mismatch, unparsable, failed).
+  description:
+    - Name of the failure.
+    - V(bad_input) (a parameter breaks a rule), V(nvidia_smi_missing), V(driver_not_loaded),
+      V(driver_library_mismatch), V(unparsable) (output in an unexpected format),
+      V(failed) (nvidia-smi failed for another reason).
   returned: failure
   type: str
 cmd:
@@ -141,53 +124,45 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.nvidia_smi import (
     NvidiaSmi,
-    NvidiaSmiError,
+    branch_of,
     count_nvswitches,
 )
+from ansible_collections.smshare.kai.plugins.module_utils.runner import ToolError
+from ansible_collections.smshare.kai.plugins.module_utils.systemd import unit_states
 
-
-def fabricmanager_running(module, service):
-    systemctl = module.get_bin_path("systemctl")
-    if systemctl is None:
-        return None
-    rc, out, _err = module.run_command([systemctl, "is-active", service],
-                                       environ_update={"LC_ALL": "C"})
-    return rc == 0 and out.strip() == "active"
+# A systemd unit name (systemd.unit(5)), optionally with its suffix.
+UNIT_NAME = r"[A-Za-z0-9:_.\\@-]+"
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            nvswitch_count=dict(type="int"),
-            pci_devices_path=dict(type="path", default="/sys/bus/pci/devices"),
             fabricmanager_service=dict(type="str", default="nvidia-fabricmanager"),
         ),
         supports_check_mode=True,
     )
-    if module.params["nvswitch_count"] is not None and module.params["nvswitch_count"] < 0:
-        module.fail_json(msg="nvswitch_count must be 0 or more, got %d" % module.params["nvswitch_count"])
-    smi = NvidiaSmi(module)
+    service = module.params["fabricmanager_service"]
     try:
+        validate.text("fabricmanager_service", service, example="nvidia-fabricmanager", pattern=UNIT_NAME,
+                      positional=True, rule="must be a systemd unit name")
+        smi = NvidiaSmi(module)
         gpus = smi.gpus()
         cuda_version = smi.cuda_version()
-    except NvidiaSmiError as exc:
+    except ToolError as exc:
         module.fail_json(msg=exc.msg, **exc.details())
 
     versions = sorted(set(gpu["driver_version"] for gpu in gpus if gpu.get("driver_version")))
     driver_version = versions[0] if versions else None
-    branch = None
-    if driver_version:
-        try:
-            branch = int(driver_version.split(".")[0])
-        except ValueError:
-            module.fail_json(msg="unexpected driver version %r" % driver_version, failure="unparsable")
+    branch = branch_of(driver_version)
+    if driver_version and branch is None:
+        module.fail_json(msg="unexpected driver version %r from nvidia-smi" % driver_version, failure="unparsable")
 
-    nvswitches = module.params["nvswitch_count"]
-    if nvswitches is None:
-        nvswitches = count_nvswitches(module.params["pci_devices_path"])
-    needed = bool(nvswitches)
+    nvswitches = count_nvswitches()
+    unit = service if "." in service else service + ".service"
+    active = unit_states(module, [unit])[unit]["active"]
     module.exit_json(
         changed=False,
         driver_version=driver_version,
@@ -196,9 +171,9 @@ def main():
         gpu_count=len(gpus),
         gpus=gpus,
         nvswitch_count=nvswitches,
-        nvswitches_present=needed,
-        fabricmanager_needed=needed,
-        fabricmanager_running=fabricmanager_running(module, module.params["fabricmanager_service"]),
+        nvswitches_present=bool(nvswitches),
+        fabricmanager_needed=bool(nvswitches),
+        fabricmanager_running=None if active is None else active == "active",
     )
 
 

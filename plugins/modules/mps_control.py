@@ -17,18 +17,23 @@ description:
     mode (C(-m)) and a v3 configuration file (C(-a)); creates the pipe and log
     directories with the owner, group and mode asked for.
   - Sets the default active thread percentage and the default pinned memory limit per
-    device, and under MPS v3 creates, updates and deletes namespaces of named servers
+    GPU, and under MPS v3 creates, updates and deletes namespaces of named servers
     with their active thread percentage.
-  - Reads the current state first and sends only the commands that change something,
-    legacy commands on the daemon's standard input and v3 verbs as arguments, as the
-    real tool expects. In check mode it returns the commands it would send.
-  - Bad input (a percentage outside 1..100, an unknown server, a pipe directory that is
-    a file, a malformed memory size) fails before anything changes.
+  - Reads the current state, computes the plan (the commands that change something), then
+    runs it and reads the state again; in check mode it returns the plan and changes
+    nothing. Legacy commands go to the daemon's standard input, v3 verbs as arguments
+    after C(-p 3), as the guide sends them.
+  - Every parameter is checked before anything changes, and check mode refuses the same
+    input as a real run; a refusal names the parameter, the rule and an example, with
+    RV(failure=bad_input).
   - The default active thread percentage and pinned memory limits apply to servers
     started after they are set, and are lost when the daemon quits (MPS semantics);
     the module warns when servers already run.
 author:
   - smshare.kai maintainers (@smshare)
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.mps
 options:
   state:
     description:
@@ -37,32 +42,27 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  pipe_directory:
-    description: C(CUDA_MPS_PIPE_DIRECTORY) of the daemon (control socket, pid file).
-    type: path
-    default: /tmp/nvidia-mps
-  log_directory:
-    description: C(CUDA_MPS_LOG_DIRECTORY) of the daemon (control.log, server.log).
-    type: path
-    default: /var/log/nvidia-mps
   directory_owner:
     description:
-      - Owner of both directories. Non-root clients need access to the pipe directory.
+      - Owner (a user name or uid) of both directories; changing it needs root.
+        Non-root clients need access to the pipe directory.
       - Left as it is when omitted.
     type: str
   directory_group:
-    description: Group of both directories; left as it is when omitted.
+    description: Group (a name or gid) of both directories; left as it is when omitted.
     type: str
   pipe_directory_mode:
-    description: Mode of the pipe directory (for example V('0755')); left as it is when omitted.
+    description:
+      - Mode of the pipe directory as a quoted octal string (for example V('0755')).
+      - Left as it is when omitted; a directory the module creates gets V('0755').
     type: raw
   log_directory_mode:
-    description: Mode of the log directory; left as it is when omitted.
+    description: Mode of the log directory, as O(pipe_directory_mode).
     type: raw
   protocol:
     description:
       - V(3) starts MPS v3 (C(-p 3), driver r615 or newer); V(2) the classic protocol.
-      - Fails clearly when the installed tool has no protocol 3.
+      - Fails with RV(failure=v3_unsupported) when the installed tool has no protocol 3.
     type: int
     choices: [2, 3]
     default: 3
@@ -71,13 +71,15 @@ options:
     type: bool
     default: false
   config_file:
-    description: MPS v3 TOML configuration applied at start (C(-a)); needs O(protocol=3).
+    description:
+      - MPS v3 TOML configuration applied at start (C(-a)); needs O(protocol=3).
+      - Its C([servers.NAME]) sections are the servers O(namespaces) may name.
     type: path
   restart:
     description:
       - When the running daemon's protocol, multi-user mode or configuration file differ
         from the ones asked for, V(true) quits and restarts it (its clients lose MPS);
-        V(false) fails and says what differs.
+        V(false) fails with RV(failure=mismatch) and says what differs.
     type: bool
     default: false
   default_active_thread_percentage:
@@ -85,8 +87,11 @@ options:
     type: int
   default_pinned_mem_limits:
     description:
-      - 'Default pinned device memory limit per device index, for example C({"0": "40G"}).'
-      - Sizes take a K, M, G or T suffix.
+      - 'Default pinned device memory limit per GPU index, for example C({"0": "40G"}).'
+      - 'Sizes are a whole number of MiB with the unit K, M, G or T (powers of 1024:
+        C(40G) is C(40960M)), or C(0) for no limit. They are sent as C(<MiB>M).'
+      - A GPU index that the node does not have fails with RV(failure=unknown_gpu)
+        (counted with C(nvidia-smi), which must be installed).
     type: dict
   namespaces:
     description: MPS v3 namespaces of named servers (needs O(protocol=3)).
@@ -94,15 +99,20 @@ options:
     elements: dict
     suboptions:
       server:
-        description: The named server (from the configuration file); an unknown server fails.
+        description:
+          - The named server (from the configuration file); an unknown server fails with
+            RV(failure=unknown_server).
+          - Letters, digits, C(_) and C(-).
         type: str
         required: true
       name:
-        description: The namespace.
+        description:
+          - The namespace. Letters, digits, C(.), C(_) and C(-), starting with a letter or digit;
+            never a comma (the tool's CSV answers would break).
         type: str
         required: true
       state:
-        description: Whether the namespace exists.
+        description: Whether the namespace exists. The V(default) namespace cannot be removed.
         type: str
         choices: [present, absent]
         default: present
@@ -110,19 +120,19 @@ options:
         description: Its active thread percentage (1..100); required to create it.
         type: int
   timeout:
-    description: Seconds to wait for the daemon to come up or to exit.
+    description: Seconds (1..3600) to wait for the daemon to come up or to exit.
     type: int
     default: 30
 attributes:
   check_mode:
     support: full
-    description: Returns the commands it would send in RV(commands) and changes nothing.
+    details: Returns the plan in RV(commands) and RV(directories), changes nothing, and refuses what a real run refuses.
   diff_mode:
     support: full
-    description: Shows the daemon's state before and after.
+    details: The managed settings (daemon flags, defaults, namespaces, directories) before and after.
   idempotent:
     support: full
-    description: Reads the state first and sends only the commands that change something.
+    details: Reads the state first and sends only the commands that change something.
 seealso:
   - module: smshare.kai.mps_info
   - name: NVIDIA MPS documentation
@@ -166,7 +176,7 @@ RETURN = r"""
 commands:
   description:
     - The commands sent (or, in check mode, that would be sent), in order; each with
-      its argv (C(cmd)), standard input and environment overrides.
+      its argv (C(cmd)), standard input and environment overrides. Reads are not listed.
   returned: always
   type: list
   elements: dict
@@ -178,8 +188,22 @@ commands:
     - cmd: [/usr/bin/nvidia-cuda-mps-control]
       stdin: "set_default_active_thread_percentage 50\n"
       env: {CUDA_MPS_PIPE_DIRECTORY: /tmp/nvidia-mps, CUDA_MPS_LOG_DIRECTORY: /var/log/nvidia-mps}
+    - cmd: [/usr/bin/nvidia-cuda-mps-control, -p, "3", namespace, create, --server=shared, --name=pod-a,
+            --active-thread-percentage=25]
+      stdin: null
+      env: {CUDA_MPS_PIPE_DIRECTORY: /tmp/nvidia-mps, CUDA_MPS_LOG_DIRECTORY: /var/log/nvidia-mps,
+            CUDA_MPS_PROTOCOL_VERSION: "3"}
+directories:
+  description: The directory changes made (or, in check mode, that would be made).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {path: /tmp/nvidia-mps, create: true, mode: "0755", uid: null, gid: null}
 state:
-  description: The daemon's state after the run (predicted in check mode); as smshare.kai.mps_info returns it.
+  description:
+    - The daemon's state as smshare.kai.mps_info returns it, read after the changes.
+    - In check mode, the state as found (nothing changed); the predicted settings are in the diff.
   returned: always
   type: dict
   sample:
@@ -188,354 +212,465 @@ state:
     multiuser: true
     default_active_thread_percentage: 50.0
     default_pinned_mem_limits: {"0": 40960}
-    namespaces: {shared: [{namespace: default, active_thread_percentage: 100}]}
+    namespaces: {shared: [{namespace: default, active_thread_percentage: 10}]}
 failure:
   description: >-
-    Name of the failure (bad_input, missing, no_v3, not_running, permission_denied,
-    unknown_server, mismatch, start_failed, stop_failed, unparsable, failed).
+    Name of the failure: bad_input (with RV(parameter)), nvidia_cuda_mps_control_missing,
+    nvidia_smi_missing, v3_unsupported, daemon_not_v3, unknown_server, unknown_gpu,
+    mismatch, permission_denied, not_running, directory_failed, start_failed,
+    stop_failed, unparsable, failed; or one of smshare.kai.gpu_info's driver failures
+    (driver_not_loaded, driver_library_mismatch) from counting the GPUs.
+  returned: failure
+  type: str
+parameter:
+  description: The parameter a RV(failure=bad_input) refusal is about.
   returned: failure
   type: str
 cmd:
-  description: The command that failed.
+  description: The command that failed, when one ran.
   returned: failure
   type: list
   elements: str
 """
 
 import copy
+import grp
 import os
+import pwd
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.smshare.kai.plugins.module_utils.mps import (
-    MpsControl,
-    MpsError,
-    config_file_servers,
-    size_to_mib,
-)
+from ansible_collections.smshare.kai.plugins.module_utils import mps as mpslib
+from ansible_collections.smshare.kai.plugins.module_utils import validate
+from ansible_collections.smshare.kai.plugins.module_utils.nvidia_smi import NvidiaSmi
+from ansible_collections.smshare.kai.plugins.module_utils.runner import ToolError
+
+MpsError = mpslib.MpsError
 
 
-class BadInput(Exception):
-    pass
+# ---------------------------------------------------------------- 1. input
+def _account(parameter, value, lookup, example):
+    """A user or group name (or number) that exists here: its id."""
+    validate.text(parameter, value, example, positional=True)
+    if value.isdigit():
+        return int(value)
+    try:
+        return lookup(value)
+    except KeyError:
+        raise validate.BadInput(parameter, value, "must be a %s that exists on this host"
+                                % ("user" if parameter.endswith("owner") else "group"), example)
 
 
-def validate(params):
-    """Everything that can be checked before touching the host."""
-    for key in ("pipe_directory", "log_directory"):
-        path = params[key]
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise BadInput("%s %s exists and is not a directory" % (key, path))
+def check_input(params):
+    """Every rule on the parameters, before anything is read or changed.
+    Returns the wanted state; raises BadInput."""
+    wanted = {key: params[key] for key in ("state", "protocol", "multiuser", "restart")}
+    wanted["timeout"] = mpslib.timeout("timeout", params["timeout"])
+    uid = gid = None
+    if params["directory_owner"] is not None:
+        uid = _account("directory_owner", params["directory_owner"], lambda n: pwd.getpwnam(n).pw_uid, "root")
+    if params["directory_group"] is not None:
+        gid = _account("directory_group", params["directory_group"], lambda n: grp.getgrnam(n).gr_gid, "root")
+    pipe = validate.path("pipe_directory", params["pipe_directory"], mpslib.DEFAULT_PIPE_DIRECTORY)
+    log = validate.path("log_directory", params["log_directory"], mpslib.DEFAULT_LOG_DIRECTORY)
+    pipe_mode = validate.mode("pipe_directory_mode", params["pipe_directory_mode"], required=False)
+    log_mode = validate.mode("log_directory_mode", params["log_directory_mode"], required=False)
+    wanted.update(pipe_directory=pipe, log_directory=log)
+    wanted["directories"] = [{"parameter": "pipe_directory", "path": pipe, "mode": pipe_mode, "uid": uid, "gid": gid}]
+    if log != pipe:
+        wanted["directories"].append({"parameter": "log_directory", "path": log, "mode": log_mode, "uid": uid,
+                                      "gid": gid})
+    elif None not in (pipe_mode, log_mode) and pipe_mode != log_mode:
+        raise validate.BadInput("log_directory_mode", params["log_directory_mode"], "must equal "
+                                "pipe_directory_mode: both directories are %s" % pipe)
+    elif pipe_mode is None:
+        wanted["directories"][0]["mode"] = log_mode
+
+    wanted["config_file"] = params["config_file"]
+    if params["config_file"] is not None:
+        validate.path("config_file", params["config_file"], "/etc/nvidia-mps/mps-control.toml")
+        if params["protocol"] != 3:
+            raise validate.BadInput("config_file", params["config_file"], "needs MPS v3 (-a): set protocol: 3")
+        if not os.path.isfile(params["config_file"]):
+            raise validate.BadInput("config_file", params["config_file"], "must be an existing file",
+                                    "/etc/nvidia-mps/mps-control.toml")
+
     pct = params["default_active_thread_percentage"]
-    if pct is not None and not 1 <= pct <= 100:
-        raise BadInput("default_active_thread_percentage must be 1..100, got %d" % pct)
+    wanted["default_active_thread_percentage"] = pct if pct is None else mpslib.percentage(
+        "default_active_thread_percentage", pct)
+
     limits = {}
     for device, size in (params["default_pinned_mem_limits"] or {}).items():
-        if not str(device).isdigit():
-            raise BadInput("default_pinned_mem_limits keys are GPU indexes, got %r" % (device,))
-        try:
-            limits[str(int(device))] = (str(size), size_to_mib(size))
-        except ValueError as exc:
-            raise BadInput("default_pinned_mem_limits[%s]: %s" % (device, exc))
-    seen = set()
-    for ns in params["namespaces"] or []:
-        key = (ns["server"], ns["name"])
-        if key in seen:
-            raise BadInput("namespace %s on server %s is listed twice" % (ns["name"], ns["server"]))
-        seen.add(key)
+        index = mpslib.gpu_index("default_pinned_mem_limits key", device)
+        if str(index) in limits:
+            raise validate.BadInput("default_pinned_mem_limits", device, "names GPU %d twice" % index, '{"0": "40G"}')
+        limits[str(index)] = mpslib.memory_size("default_pinned_mem_limits[%s]" % device, size)
+    wanted["default_pinned_mem_limits"] = dict(sorted(limits.items(), key=lambda item: int(item[0])))
+
+    namespaces, seen = [], set()
+    for index, ns in enumerate(params["namespaces"] or []):
+        where = "namespaces[%d]" % index
+        server = mpslib.server_name(where + ".server", ns["server"])
+        ns_name = mpslib.namespace_name(where + ".name", ns["name"])
+        if (server, ns_name) in seen:
+            raise validate.BadInput(where + ".name", ns_name, "is listed twice for server %s" % server, "pod-b")
+        seen.add((server, ns_name))
         ns_pct = ns["active_thread_percentage"]
-        if ns_pct is not None and not 1 <= ns_pct <= 100:
-            raise BadInput("namespace %s on server %s: active_thread_percentage must be 1..100, got %d"
-                           % (ns["name"], ns["server"], ns_pct))
-        if ns["state"] == "present" and ns_pct is None:
-            raise BadInput("namespace %s on server %s: active_thread_percentage is required"
-                           % (ns["name"], ns["server"]))
-        if ns["state"] == "absent" and ns["name"] == "default":
-            raise BadInput("the default namespace of server %s cannot be removed" % ns["server"])
-    if params["namespaces"] and params["protocol"] != 3:
-        raise BadInput("namespaces need MPS v3: set protocol: 3")
-    if params["config_file"]:
-        if params["protocol"] != 3:
-            raise BadInput("config_file (-a) needs MPS v3: set protocol: 3")
-        if not os.path.isfile(params["config_file"]):
-            raise BadInput("config_file %s does not exist" % params["config_file"])
+        if ns_pct is not None:
+            mpslib.percentage(where + ".active_thread_percentage", ns_pct)
+        elif ns["state"] == "present":
+            raise validate.BadInput(where + ".active_thread_percentage", None,
+                                    "is required to create namespace %s" % ns_name, "50")
+        if ns["state"] == "absent" and ns_name == "default":
+            raise validate.BadInput(where + ".name", ns_name, "the default namespace cannot be removed "
+                                    "(state: absent)", "pod-a")
+        namespaces.append({"server": server, "name": ns_name, "state": ns["state"],
+                           "active_thread_percentage": ns_pct})
+    if namespaces and params["protocol"] != 3:
+        raise validate.BadInput("namespaces", [n["name"] for n in namespaces], "needs MPS v3: set protocol: 3")
+    wanted["namespaces"] = namespaces
+
     if params["state"] == "absent":
-        settings = [k for k in ("default_active_thread_percentage", "default_pinned_mem_limits",
-                                "namespaces") if params[k]]
+        settings = [k for k in ("default_active_thread_percentage", "default_pinned_mem_limits", "namespaces")
+                    if params[k]]
         if settings:
-            raise BadInput("state=absent cannot also set %s: the daemon forgets them when it quits"
-                           % ", ".join(settings))
-    return limits
+            raise validate.BadInput(settings[0], params[settings[0]], "cannot be set with state: absent (the "
+                                    "daemon forgets its settings when it quits)")
+    return wanted
 
 
-class Converger:
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.mps = MpsControl(module, self.params["pipe_directory"], self.params["log_directory"])
-        self.commands = []
-        self.dir_changed = False
-        self.warnings = []
+# ---------------------------------------------------------------- 2. read
+def stat_directory(path):
+    """What the plan needs to know about one directory (or where it would go)."""
+    found = {"exists": os.path.lexists(path), "is_dir": os.path.isdir(path), "mode": None, "uid": None,
+             "gid": None, "ancestor": None, "ancestor_is_dir": None, "ancestor_writable": None}
+    if found["is_dir"]:
+        st = os.stat(path)
+        found.update(mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid)
+    elif not found["exists"]:
+        ancestor = os.path.dirname(path)
+        while not os.path.lexists(ancestor):
+            ancestor = os.path.dirname(ancestor)
+        found.update(ancestor=ancestor, ancestor_is_dir=os.path.isdir(ancestor),
+                     ancestor_writable=os.access(ancestor, os.W_OK | os.X_OK))
+        if found["ancestor_is_dir"]:  # the group a new directory gets
+            st = os.stat(ancestor)
+            found["gid"] = st.st_gid if st.st_mode & stat.S_ISGID else os.getegid()
+    return found
 
-    def fail(self, msg, **extra):
-        extra.setdefault("commands", self.commands)
-        self.module.fail_json(msg=msg, **extra)
 
-    # -- directories
-    def ensure_directories(self, diff):
-        changed = False
-        for key, mode_key in (("pipe_directory", "pipe_directory_mode"),
-                              ("log_directory", "log_directory_mode")):
-            path = self.params[key]
-            if not os.path.isdir(path):
-                changed = True
-                diff["before"]["%s_exists" % key] = False
-                diff["after"]["%s_exists" % key] = True
-                if self.module.check_mode:
-                    continue
-                os.makedirs(path, 0o755)
-            if self.module.check_mode and not os.path.isdir(path):
+def count_gpus(module):
+    smi = NvidiaSmi(module)
+    if not smi.available:
+        raise MpsError("nvidia-smi is not installed: mps_control counts the GPUs with it before it sets "
+                       "default_pinned_mem_limits. Install the NVIDIA driver's utilities.",
+                       kind="nvidia_smi_missing")
+    return len(smi.query([("index", "index", int)]))
+
+
+def read_daemon(mps, wanted, devices):
+    """The daemon's settings this module manages, and its directories."""
+    return (mps.read_state(devices=devices, servers=sorted(set(ns["server"] for ns in wanted["namespaces"])),
+                           clients=False, named_servers=bool(wanted["namespaces"])),
+            dict((d["path"], stat_directory(d["path"])) for d in wanted["directories"]))
+
+
+def read(module, mps, wanted):
+    """The host and the daemon as they are now, as far as the plan needs them."""
+    current = {"installed": mps.available, "v3_supported": None, "gpu_count": None, "config_servers": None,
+               "euid": os.geteuid(), "groups": sorted(set(os.getgroups() + [os.getegid()]))}
+    if wanted["config_file"]:
+        try:
+            with open(wanted["config_file"]) as handle:
+                current["config_servers"] = mpslib.config_file_servers(handle.read())
+        except (IOError, OSError, UnicodeDecodeError) as exc:
+            raise validate.BadInput("config_file", wanted["config_file"], "cannot be read (%s)" % exc)
+    devices = list(wanted["default_pinned_mem_limits"])
+    if current["installed"] and wanted["state"] == "present":
+        if wanted["protocol"] == 3:
+            current["v3_supported"] = mps.v3_supported()
+        if devices:
+            current["gpu_count"] = count_gpus(module)
+            devices = [d for d in devices if int(d) < current["gpu_count"]]
+    current["daemon"], current["directories"] = read_daemon(mps, wanted, devices)
+    return current
+
+
+# ---------------------------------------------------------------- 3. plan
+def settings(daemon, directories, wanted):
+    """The part of the state this module manages, in the shape of the diff."""
+    namespaces = {}
+    for server, rows in daemon["namespaces"].items():
+        namespaces[server] = dict((row["namespace"], float(row["active_thread_percentage"])) for row in rows)
+    return {
+        "running": daemon["running"],
+        "protocol": daemon["protocol"],
+        "multiuser": daemon["multiuser"],
+        "config_file": daemon["config_file"],
+        "default_active_thread_percentage": daemon["default_active_thread_percentage"],
+        "default_pinned_mem_limits": dict((d, daemon["default_pinned_mem_limits"].get(d))
+                                          for d in wanted["default_pinned_mem_limits"] if daemon["running"]),
+        "namespaces": namespaces,
+        "directories": dict((path, None if not found["is_dir"] else {
+            "mode": "%04o" % found["mode"], "uid": found["uid"], "gid": found["gid"]})
+            for path, found in directories.items()),
+    }
+
+
+def mismatch(daemon, wanted):
+    differences = []
+    for key in ("protocol", "multiuser", "config_file"):
+        if daemon[key] != wanted[key]:
+            differences.append("%s %s (wanted %s)" % (key, daemon[key], wanted[key]))
+    return differences
+
+
+def directory_steps(current, wanted):
+    steps = []
+    for want in wanted["directories"]:
+        path, found = want["path"], current["directories"][want["path"]]
+        if found["exists"] and not found["is_dir"]:
+            raise validate.BadInput(want["parameter"], path, "exists and is not a directory", "/run/nvidia-mps")
+        if not found["exists"]:
+            if not found["ancestor_is_dir"]:
+                raise validate.BadInput(want["parameter"], path, "cannot be created: %s is not a directory"
+                                        % found["ancestor"], "/run/nvidia-mps")
+            if not found["ancestor_writable"]:
+                raise MpsError("cannot create %s %s: %s is not writable by this user (run as root)"
+                               % (want["parameter"], path, found["ancestor"]), kind="permission_denied")
+            step = {"path": path, "create": True,
+                    "mode": mpslib.DEFAULT_DIRECTORY_MODE if want["mode"] is None else want["mode"],
+                    "uid": want["uid"], "gid": want["gid"]}
+            owner = current["euid"]
+        else:
+            step = {"path": path, "create": False,
+                    "mode": want["mode"] if want["mode"] not in (None, found["mode"]) else None,
+                    "uid": want["uid"] if want["uid"] not in (None, found["uid"]) else None,
+                    "gid": want["gid"] if want["gid"] not in (None, found["gid"]) else None}
+            owner = found["uid"]
+            if step["mode"] is None and step["uid"] is None and step["gid"] is None:
                 continue
-            mode = self.params[mode_key]
-            if mode is not None:
-                changed = self.module.set_mode_if_different(path, mode, changed, diff=None)
-            if self.params["directory_owner"]:
-                changed = self.module.set_owner_if_different(path, self.params["directory_owner"], changed)
-            if self.params["directory_group"]:
-                changed = self.module.set_group_if_different(path, self.params["directory_group"], changed)
-        return changed
+        if current["euid"] != 0:
+            if step["uid"] not in (None, current["euid"]) or owner != current["euid"] or \
+                    step["gid"] not in [None] + current["groups"]:
+                raise MpsError("changing the owner, group or mode of %s %s needs root" % (want["parameter"], path),
+                               kind="permission_denied")
+        steps.append(dict(step, do="directory"))
+    return steps
 
-    def directory_facts(self):
-        facts = {}
-        for key in ("pipe_directory", "log_directory"):
-            path = self.params[key]
-            if os.path.isdir(path):
-                st = os.stat(path)
-                facts[key] = {"mode": "%04o" % (st.st_mode & 0o7777), "uid": st.st_uid, "gid": st.st_gid}
-            else:
-                facts[key] = None
-        return facts
 
-    # -- planning
-    def wanted_servers(self, current, starting):
-        """Named servers (with namespaces) the daemon has, or will have once started."""
-        if not starting:
-            return None
-        if not self.params["config_file"]:
-            return {}
-        with open(self.params["config_file"]) as handle:
-            return config_file_servers(handle.read())
+def directory_after(found, step, euid):
+    """A directory's settings once `step` ran on it."""
+    before = found if not step["create"] else {"mode": None, "uid": euid, "gid": found["gid"]}
+    mode = step["mode"] if step["mode"] is not None else before["mode"]
+    return {"mode": "%04o" % mode,
+            "uid": step["uid"] if step["uid"] is not None else before["uid"],
+            "gid": step["gid"] if step["gid"] is not None else before["gid"]}
 
-    def run(self):
-        params = self.params
-        try:
-            limits = validate(params)
-        except BadInput as exc:
-            self.fail(str(exc), failure="bad_input")
 
-        if not self.mps.available:
-            if params["state"] == "absent":
-                self.finish(False, {"running": False}, {"running": False}, {})
-            self.fail("nvidia-cuda-mps-control is not installed: install the NVIDIA driver's "
-                      "compute utilities", failure="missing")
-        try:
-            return self._run(limits)
-        except MpsError as exc:
-            self.fail(exc.msg, **exc.details())
+def fresh_daemon(wanted, config_servers):
+    """What a daemon just started with these parameters has: MPS's defaults and
+    the servers and namespaces of its configuration file."""
+    servers = {}
+    for name, server in (config_servers or {}).items():
+        servers[name] = dict((ns, spec["active_thread_percentage"]) for ns, spec in server["namespaces"].items())
+    return {"default_active_thread_percentage": 100.0, "default_pinned_mem_limits": {}, "servers": servers}
 
-    def _run(self, limits):
-        params = self.params
-        mps = self.mps
-        if params["state"] == "present" and params["protocol"] == 3 and not mps.v3_supported():
-            self.fail("this nvidia-cuda-mps-control has no protocol 3: MPS v3 needs driver r615 or "
-                      "newer. Upgrade the driver, or use protocol: 2 without namespaces.",
-                      failure="no_v3")
-        devices = sorted(limits, key=int)
-        v3_details = bool(params["namespaces"])
-        before = mps.read_state(devices=devices, clients=False, named_servers=v3_details)
-        diff = {"before": {"daemon": copy.deepcopy(before), "directories": self.directory_facts()},
-                "after": {}}
-        after = copy.deepcopy(before)
-        changed = False
 
-        if params["state"] == "absent":
-            if before["running"]:
-                changed = True
-                self.commands.append(mps.command("quit"))
-                if not self.module.check_mode:
-                    mps.stop(timeout=params["timeout"])
-                after = {"running": False}
-            diff["after"] = {"daemon": after, "directories": self.directory_facts()}
-            self.finish(changed, before, after, diff)
+def refuse_what_cannot_be_done(current, wanted):
+    if not current["installed"]:
+        raise MpsError("%s is not installed: install the NVIDIA driver's compute utilities (it ships with "
+                       "the driver, e.g. nvidia-compute-utils-615)" % mpslib.BINARY, kind=mpslib.MISSING)
+    if wanted["protocol"] == 3 and not current["v3_supported"]:
+        raise MpsError("this nvidia-cuda-mps-control has no protocol 3: MPS v3 needs driver r615 or newer. "
+                       "Upgrade the driver, or use protocol: 2 without namespaces.", kind="v3_unsupported")
+    count = current["gpu_count"]
+    for device in wanted["default_pinned_mem_limits"]:
+        if count is not None and int(device) >= count:
+            raise MpsError("default_pinned_mem_limits names GPU %s, but this node has %d GPU%s (indexes 0 to %d). "
+                           "Nothing was changed." % (device, count, "" if count == 1 else "s", count - 1),
+                           kind="unknown_gpu")
+    differences = mismatch(current["daemon"], wanted) if current["daemon"]["running"] else []
+    if differences and not wanted["restart"]:
+        raise MpsError("the MPS control daemon for %s runs with %s: stop it, or set restart: true (its clients "
+                       "lose MPS). Nothing was changed." % (wanted["pipe_directory"], "; ".join(differences)),
+                       kind="mismatch")
+    return differences
 
-        restart = False
-        if before["running"]:
-            mismatch = self.mismatch(before)
-            if mismatch:
-                if not params["restart"]:
-                    self.fail("the MPS control daemon for %s runs with %s: stop it, or set "
-                              "restart: true (its clients lose MPS)"
-                              % (params["pipe_directory"], "; ".join(mismatch)),
-                              failure="mismatch", state=before)
-                restart = True
-        starting = restart or not before["running"]
 
-        # validate v3 servers before anything changes
-        servers = self.wanted_servers(before, starting)
-        if servers is None:  # daemon keeps running: ask it
-            servers = {}
-            if params["namespaces"]:
-                for server in mps.call("server_list"):
-                    servers[server["name"]] = {"namespaces": {}}
-                for name in set(ns["server"] for ns in params["namespaces"]):
-                    if name in servers:
-                        for row in mps.call("namespace_list", server=name):
-                            servers[name]["namespaces"][row["namespace"]] = row
-        for ns in params["namespaces"] or []:
-            if ns["server"] not in servers:
-                self.fail("unknown MPS server %r: the daemon has %s" % (
-                    ns["server"], ", ".join(sorted(servers)) or "no named servers (declare them "
-                    "in config_file)"), failure="unknown_server")
+def default_steps(base, wanted, after):
+    """Set the default active thread percentage and pinned memory limits that differ from `base`."""
+    steps = []
+    after["default_active_thread_percentage"] = base["default_active_thread_percentage"]
+    after["default_pinned_mem_limits"] = dict((d, base["default_pinned_mem_limits"].get(d))
+                                              for d in wanted["default_pinned_mem_limits"])
+    pct = wanted["default_active_thread_percentage"]
+    if pct is not None and base["default_active_thread_percentage"] != float(pct):
+        steps.append({"do": "verb", "verb": "set_default_active_thread_percentage", "params": {"percentage": pct}})
+        after["default_active_thread_percentage"] = float(pct)
+    for device, mib in wanted["default_pinned_mem_limits"].items():
+        if base["default_pinned_mem_limits"].get(device) != mib:
+            steps.append({"do": "verb", "verb": "set_default_device_pinned_mem_limit",
+                          "params": {"device": int(device), "limit": "%dM" % mib if mib else "0"}})
+            after["default_pinned_mem_limits"][device] = mib
+    return steps
 
-        # directories
-        if self.ensure_directories(diff):
-            changed = True
 
-        # daemon
-        if starting:
-            changed = True
-            if restart:
-                self.commands.append(mps.command("quit"))
-                if not self.module.check_mode:
-                    mps.stop(timeout=params["timeout"])
-            self.commands.append(mps.start_command(params["protocol"], params["multiuser"],
-                                                   params["config_file"]))
-            if not self.module.check_mode:
-                mps.start(params["protocol"], params["multiuser"], params["config_file"],
-                          timeout=params["timeout"])
-            after.update({"running": True, "pid": None, "protocol": params["protocol"],
-                          "multiuser": params["multiuser"], "config_file": params["config_file"],
-                          "server_pids": [], "servers": [],
-                          "default_active_thread_percentage": 100.0,
-                          "default_pinned_mem_limits": dict((d, None) for d in devices),
-                          "namespaces": {}})
-            for name, server in (servers or {}).items():
-                after["namespaces"][name] = [
-                    {"namespace": ns_name, "active_thread_percentage": ns["active_thread_percentage"]}
-                    for ns_name, ns in sorted(server["namespaces"].items())]
-            current_pct = 100.0
-            current_limits = dict((d, None) for d in devices)
+def namespace_steps(base, wanted, after):
+    """Create, set or delete the namespaces that differ from `base`; unknown servers are refused."""
+    steps = []
+    after["namespaces"] = {}
+    for ns in wanted["namespaces"]:
+        if ns["server"] not in base["servers"]:
+            raise MpsError("unknown MPS server %r: the daemon has %s. Nothing was changed." % (
+                ns["server"], ", ".join(sorted(base["servers"])) or "no named servers (declare them in config_file)"),
+                kind="unknown_server")
+        spaces = after["namespaces"].setdefault(ns["server"], dict(base["servers"][ns["server"]]))
+        existing = spaces.get(ns["name"])
+        target = {"server": ns["server"], "name": ns["name"]}
+        if ns["state"] == "absent":
+            if existing is not None:
+                steps.append({"do": "verb", "verb": "namespace_delete", "params": target})
+                del spaces[ns["name"]]
+            continue
+        pct = float(ns["active_thread_percentage"])
+        if existing is None:
+            steps.append({"do": "verb", "verb": "namespace_create",
+                          "params": dict(target, percentage=ns["active_thread_percentage"])})
+        elif existing != pct:
+            steps.append({"do": "verb", "verb": "namespace_set",
+                          "params": dict(target, percentage=ns["active_thread_percentage"])})
+        spaces[ns["name"]] = pct
+    return steps
+
+
+def plan(current, wanted):
+    """The steps from the current state to the wanted one, and the settings
+    before and after them. Pure: reads nothing, changes nothing. Raises a
+    ToolError (named failure) for what cannot be done, before any step runs."""
+    daemon = current["daemon"]
+    before = settings(daemon, current["directories"], wanted)
+    after = copy.deepcopy(before)
+    if wanted["state"] == "absent":
+        if not daemon["running"]:
+            return {"steps": [], "before": before, "after": after, "warnings": []}
+        after.update(running=False, protocol=None, multiuser=None, config_file=None,
+                     default_active_thread_percentage=None, namespaces={})
+        return {"steps": [{"do": "quit"}], "before": before, "after": after, "warnings": []}
+
+    restart = bool(refuse_what_cannot_be_done(current, wanted))
+    steps = directory_steps(current, wanted)
+    for step in steps:
+        after["directories"][step["path"]] = directory_after(current["directories"][step["path"]], step,
+                                                             current["euid"])
+    if restart or not daemon["running"]:
+        steps += [{"do": "quit"}] if restart else []
+        steps.append({"do": "start"})
+        base = fresh_daemon(wanted, current["config_servers"])
+        after.update(running=True, protocol=wanted["protocol"], multiuser=wanted["multiuser"],
+                     config_file=wanted["config_file"])
+    else:
+        base = {"default_active_thread_percentage": daemon["default_active_thread_percentage"],
+                "default_pinned_mem_limits": daemon["default_pinned_mem_limits"],
+                "servers": dict((s["name"], before["namespaces"].get(s["name"], {})) for s in daemon["servers"])}
+    defaults = default_steps(base, wanted, after)
+    warnings = []
+    if defaults and daemon["running"] and not restart and daemon["server_pids"]:
+        warnings.append("MPS servers already run (%s): default settings apply to servers started from now on"
+                        % ", ".join(map(str, daemon["server_pids"])))
+    steps += defaults + namespace_steps(base, wanted, after)
+    return {"steps": steps, "before": before, "after": after, "warnings": warnings}
+
+
+# ---------------------------------------------------------------- 4. apply
+def command(mps, wanted, step):
+    if step["do"] == "start":
+        return mps.start_command(wanted["protocol"], wanted["multiuser"], wanted["config_file"])
+    if step["do"] == "quit":
+        return mps.command("quit")
+    return mps.command(step["verb"], **step["params"])
+
+
+def make_directory(step):
+    try:
+        if step["create"]:
+            os.makedirs(step["path"], step["mode"])
+        if step["mode"] is not None:
+            os.chmod(step["path"], step["mode"])  # makedirs' mode is filtered by the umask
+        if step["uid"] is not None or step["gid"] is not None:
+            os.chown(step["path"], -1 if step["uid"] is None else step["uid"],
+                     -1 if step["gid"] is None else step["gid"])
+    except (IOError, OSError) as exc:
+        raise MpsError("could not prepare %s: %s" % (step["path"], exc), kind="directory_failed")
+
+
+def apply(mps, wanted, steps):
+    for step in steps:
+        if step["do"] == "directory":
+            make_directory(step)
+        elif step["do"] == "quit":
+            mps.stop(timeout=wanted["timeout"])
+        elif step["do"] == "start":
+            mps.start(wanted["protocol"], wanted["multiuser"], wanted["config_file"], timeout=wanted["timeout"])
         else:
-            current_pct = before["default_active_thread_percentage"]
-            current_limits = before["default_pinned_mem_limits"]
-
-        # default active thread percentage
-        pct = params["default_active_thread_percentage"]
-        if pct is not None and current_pct != float(pct):
-            changed = True
-            self.send("set_default_active_thread_percentage", percentage=pct)
-            after["default_active_thread_percentage"] = float(pct)
-
-        # pinned memory limits
-        for device in devices:
-            text, mib = limits[device]
-            if current_limits.get(device) != mib:
-                changed = True
-                self.send("set_default_device_pinned_mem_limit", device=device, limit=text)
-                after["default_pinned_mem_limits"][device] = mib
-
-        sent_defaults = [c for c in self.commands if "set_default" in (c["stdin"] or "")]
-        if sent_defaults and not starting and before["server_pids"]:
-            self.warnings.append("MPS servers already run (%s): default settings apply to servers "
-                                 "started from now on" % ", ".join(map(str, before["server_pids"])))
-
-        # namespaces
-        if params["namespaces"]:
-            if starting and not self.module.check_mode:
-                servers = {}
-                for name in set(ns["server"] for ns in params["namespaces"]):
-                    servers[name] = {"namespaces": dict(
-                        (row["namespace"], row) for row in mps.call("namespace_list", server=name))}
-            after.setdefault("namespaces", {})
-            for ns in params["namespaces"]:
-                existing = servers[ns["server"]]["namespaces"].get(ns["name"])
-                if ns["state"] == "absent":
-                    if existing is not None:
-                        changed = True
-                        self.send("namespace_delete", server=ns["server"], name=ns["name"])
-                    continue
-                if existing is None:
-                    changed = True
-                    self.send("namespace_create", server=ns["server"], name=ns["name"],
-                              percentage=ns["active_thread_percentage"])
-                elif float(existing["active_thread_percentage"]) != float(ns["active_thread_percentage"]):
-                    changed = True
-                    self.send("namespace_set", server=ns["server"], name=ns["name"],
-                              percentage=ns["active_thread_percentage"])
-
-        if self.module.check_mode:
-            for ns in params["namespaces"] or []:
-                spaces = after["namespaces"].setdefault(ns["server"], [])
-                spaces[:] = [s for s in spaces if s.get("namespace") != ns["name"]]
-                if ns["state"] == "present":
-                    spaces.append({"namespace": ns["name"],
-                                   "active_thread_percentage": ns["active_thread_percentage"]})
-        else:
-            after = mps.read_state(devices=devices,
-                                   servers=sorted(set(ns["server"] for ns in params["namespaces"] or [])),
-                                   clients=False, named_servers=v3_details)
-        diff["after"] = {"daemon": after, "directories": self.directory_facts()}
-        self.finish(changed, before, after, diff)
-
-    def mismatch(self, state):
-        wanted = {"protocol": self.params["protocol"], "multiuser": self.params["multiuser"],
-                  "config_file": self.params["config_file"]}
-        differences = []
-        for key, value in wanted.items():
-            if state[key] != value:
-                differences.append("%s %s (wanted %s)" % (key, state[key], value))
-        return differences
-
-    def send(self, verb, **params):
-        self.commands.append(self.mps.command(verb, **params))
-        if not self.module.check_mode:
-            self.mps.call(verb, **params)
-
-    def finish(self, changed, before, after, diff):
-        for warning in self.warnings:
-            self.module.warn(warning)
-        result = {"changed": changed, "commands": self.commands, "state": after}
-        if self.module._diff:
-            result["diff"] = diff
-        self.module.exit_json(**result)
+            mps.call(step["verb"], **step["params"])
 
 
+def directory_record(step):
+    return {"path": step["path"], "create": step["create"],
+            "mode": None if step["mode"] is None else "%04o" % step["mode"], "uid": step["uid"], "gid": step["gid"]}
+
+
+# ---------------------------------------------------------------- module
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
+    argument_spec = dict(
+        mpslib.ARGUMENT_SPEC,
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        directory_owner=dict(type="str"),
+        directory_group=dict(type="str"),
+        pipe_directory_mode=dict(type="raw"),
+        log_directory_mode=dict(type="raw"),
+        protocol=dict(type="int", choices=[2, 3], default=3),
+        multiuser=dict(type="bool", default=False),
+        config_file=dict(type="path"),
+        restart=dict(type="bool", default=False),
+        default_active_thread_percentage=dict(type="int"),
+        default_pinned_mem_limits=dict(type="dict"),
+        namespaces=dict(type="list", elements="dict", options=dict(
+            server=dict(type="str", required=True),
+            name=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            pipe_directory=dict(type="path", default="/tmp/nvidia-mps"),
-            log_directory=dict(type="path", default="/var/log/nvidia-mps"),
-            directory_owner=dict(type="str"),
-            directory_group=dict(type="str"),
-            pipe_directory_mode=dict(type="raw"),
-            log_directory_mode=dict(type="raw"),
-            protocol=dict(type="int", choices=[2, 3], default=3),
-            multiuser=dict(type="bool", default=False),
-            config_file=dict(type="path"),
-            restart=dict(type="bool", default=False),
-            default_active_thread_percentage=dict(type="int"),
-            default_pinned_mem_limits=dict(type="dict"),
-            namespaces=dict(type="list", elements="dict", options=dict(
-                server=dict(type="str", required=True),
-                name=dict(type="str", required=True),
-                state=dict(type="str", choices=["present", "absent"], default="present"),
-                active_thread_percentage=dict(type="int"),
-            )),
-            timeout=dict(type="int", default=30),
-        ),
-        supports_check_mode=True,
+            active_thread_percentage=dict(type="int"),
+        )),
+        timeout=dict(type="int", default=mpslib.DEFAULT_TIMEOUT),
     )
-    Converger(module).run()
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    result = {"changed": False, "commands": [], "directories": []}
+    try:
+        wanted = check_input(module.params)
+        mps = mpslib.MpsControl(module, wanted["pipe_directory"], wanted["log_directory"])
+        current = read(module, mps, wanted)
+        planned = plan(current, wanted)
+        steps = planned["steps"]
+        result.update(changed=bool(steps),
+                      commands=[command(mps, wanted, s) for s in steps if s["do"] != "directory"],
+                      directories=[directory_record(s) for s in steps if s["do"] == "directory"])
+        state, after = current["daemon"], planned["after"]
+        if steps and not module.check_mode:
+            apply(mps, wanted, steps)
+            state, directories = read_daemon(mps, wanted, list(wanted["default_pinned_mem_limits"]))
+            after = settings(state, directories, wanted)
+    except ToolError as exc:
+        module.fail_json(msg=exc.msg, **dict(result, **exc.details()))
+    except (IOError, OSError) as exc:  # the host refused a read (a directory we may not search)
+        module.fail_json(msg="reading the MPS state failed: %s" % exc, failure="failed", **result)
+    for warning in planned["warnings"]:
+        module.warn(warning)
+    result["state"] = state
+    if module._diff:
+        result["diff"] = {"before": planned["before"], "after": after}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -21,40 +21,31 @@ description:
     guide's C(nvidia-cuda-mps-control -p 3 namespace list --server=shared)).
   - Reports whether the installed tool supports MPS v3 at all (drivers before r615 do not).
   - Every command is sent as the real tool expects (legacy commands on standard
-    input, v3 verbs as arguments); unknown or unparsable output fails and quotes it.
+    input, v3 verbs as arguments after C(-p 3)); unknown or unparsable output fails
+    and quotes it.
+  - Bad input fails with RV(failure=bad_input), naming the parameter, the rule and
+    an example.
 author:
   - smshare.kai maintainers (@smshare)
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.attributes.info_module
+  - smshare.kai.mps
 options:
-  pipe_directory:
-    description: The daemon's C(CUDA_MPS_PIPE_DIRECTORY).
-    type: path
-    default: /tmp/nvidia-mps
-  log_directory:
-    description: The daemon's C(CUDA_MPS_LOG_DIRECTORY).
-    type: path
-    default: /var/log/nvidia-mps
   devices:
     description:
-      - Device indexes whose default pinned memory limit to read.
+      - GPU indexes whose default pinned memory limit to read (0 to 1023).
+      - A GPU the daemon does not have fails with RV(failure=unknown_gpu).
     type: list
     elements: int
     default: [0]
   servers:
     description:
-      - MPS v3 server names whose namespaces to list. Default, all named servers.
-      - An unknown server fails with C(failure=unknown_server).
+      - MPS v3 server names whose namespaces to list. Omitted, every named server; an empty
+        list is refused.
+      - A server the daemon does not have fails with RV(failure=unknown_server).
     type: list
     elements: str
-attributes:
-  check_mode:
-    support: full
-    description: Read-only.
-  diff_mode:
-    support: none
-    description: Reports, changes nothing.
-  idempotent:
-    support: full
-    description: Never changes anything.
 seealso:
   - module: smshare.kai.mps_control
 """
@@ -107,6 +98,11 @@ state:
     config_file:
       description: The TOML file it was started with (C(-a)).
       type: str
+    stale_pid_file:
+      description: >-
+        Whether the pid file names a process that is gone or is not the control daemon
+        (a daemon that died without cleaning up).
+      type: bool
     server_pids:
       description: PIDs of its MPS servers.
       type: list
@@ -147,7 +143,13 @@ commands:
   type: list
   elements: dict
 failure:
-  description: Name of the failure (missing, not_running, permission_denied, unknown_server, unparsable, failed).
+  description: >-
+    Name of the failure: bad_input (with RV(parameter)), nvidia_cuda_mps_control_missing, daemon_not_v3,
+    not_running, permission_denied, unknown_server, unknown_gpu, unparsable, failed.
+  returned: failure
+  type: str
+parameter:
+  description: The parameter a RV(failure=bad_input) refusal is about.
   returned: failure
   type: str
 """
@@ -156,42 +158,64 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.smshare.kai.plugins.module_utils.mps import (
-    MpsControl,
-    MpsError,
-)
+from ansible_collections.smshare.kai.plugins.module_utils import mps as mpslib
+from ansible_collections.smshare.kai.plugins.module_utils import validate
+from ansible_collections.smshare.kai.plugins.module_utils.runner import ToolError
+
+
+def check_input(params):
+    """Every rule on the parameters; raises BadInput."""
+    pipe = validate.path("pipe_directory", params["pipe_directory"], mpslib.DEFAULT_PIPE_DIRECTORY)
+    log = validate.path("log_directory", params["log_directory"], mpslib.DEFAULT_LOG_DIRECTORY)
+    if os.path.lexists(pipe) and not os.path.isdir(pipe):
+        raise validate.BadInput("pipe_directory", pipe, "exists and is not a directory", "/run/nvidia-mps")
+    validate.items("devices", params["devices"], "[0]", minimum=0, each=mpslib.gpu_index)
+    if params["servers"] is not None:
+        validate.items("servers", params["servers"], "[shared] (omit servers to list every one)",
+                       each=mpslib.server_name)
+    return pipe, log
+
+
+def read(mps, devices, servers):
+    """The daemon's state; servers the daemon does not have are named as such."""
+    state = mps.read_state(devices=devices, servers=servers)
+    if servers and state["running"]:
+        if state["protocol"] != 3:
+            raise mpslib.MpsError("servers need MPS v3, but the daemon for %s runs protocol %s"
+                                  % (mps.pipe_directory, state["protocol"]), kind="daemon_not_v3")
+        known = [s["name"] for s in state["servers"]]
+        unknown = [s for s in servers if s not in known]
+        if unknown:
+            raise mpslib.MpsError("unknown MPS server%s %s: the daemon has %s" % (
+                "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(known) or "no named servers"),
+                kind="unknown_server")
+    return state
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            pipe_directory=dict(type="path", default="/tmp/nvidia-mps"),
-            log_directory=dict(type="path", default="/var/log/nvidia-mps"),
+            mpslib.ARGUMENT_SPEC,
             devices=dict(type="list", elements="int", default=[0]),
             servers=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
-    pipe_directory = module.params["pipe_directory"]
-    if os.path.exists(pipe_directory) and not os.path.isdir(pipe_directory):
-        module.fail_json(msg="pipe_directory %s exists and is not a directory" % pipe_directory,
-                         failure="pipe_directory_not_a_directory")
-    if any(device < 0 for device in module.params["devices"]):
-        module.fail_json(msg="devices are GPU indexes (0 or more): %s" % module.params["devices"])
-    mps = MpsControl(module, pipe_directory, module.params["log_directory"])
-    result = {"changed": False, "installed": mps.available, "v3_supported": None}
+    result = {"changed": False, "installed": None, "v3_supported": None}
+    mps = None
     try:
+        pipe, log = check_input(module.params)
+        mps = mpslib.MpsControl(module, pipe, log)
+        result["installed"] = mps.available
         if mps.available:
             result["v3_supported"] = mps.v3_supported()
-        state = mps.read_state(devices=module.params["devices"], servers=module.params["servers"])
-        if module.params["servers"] and state["running"] and state["protocol"] != 3:
-            module.fail_json(msg="servers need MPS v3, but the daemon for %s runs protocol %s"
-                             % (pipe_directory, state["protocol"]), failure="not_v3", state=state,
-                             **{k: v for k, v in result.items() if k != "changed"})
-    except MpsError as exc:
-        result.update(exc.details())
-        module.fail_json(msg=exc.msg, **result)
-    result["state"] = state
+        result["state"] = read(mps, module.params["devices"], module.params["servers"])
+    except ToolError as exc:
+        if mps is not None:
+            result["commands"] = [c.as_dict() for c in mps.runner.calls]
+        module.fail_json(msg=exc.msg, **dict(result, **exc.details()))
+    except (IOError, OSError) as exc:  # the host refused a read (a directory we may not search)
+        module.fail_json(msg="reading the MPS state failed: %s" % exc, failure="failed", **result)
     result["commands"] = [c.as_dict() for c in mps.runner.calls]
     module.exit_json(**result)
 

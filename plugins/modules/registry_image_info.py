@@ -18,14 +18,21 @@ description:
     digest and its platforms.
   - Authenticates with HTTP basic auth or the bearer-token challenge flow
     (C(WWW-Authenticate)) that public registries use.
+  - "Credentials go to the registry and its https token service only: a redirect
+    to another host (a blob store) gets no C(Authorization) header, nothing is
+    fetched over plain HTTP, and a token service that is not https gets no credentials."
   - An image that is not in the registry (HTTP 404) is reported with
-    O(images) C(exists=false); authentication (401), permission (403), TLS and
-    connection failures fail the module with a message naming the image.
+    C(exists=false); authentication (401), permission (403), TLS and
+    connection failures fail the module with a named RV(failure) and a
+    message naming the image.
+  - Every parameter is checked before the first request; a bad one fails
+    with RV(failure=bad_input) naming it.
 options:
   images:
     description:
-      - Image references, C(host[:port]/path/name:tag) or C(...@sha256:...).
+      - Image references, C(host[:port]/path/name:tag) or C(...@sha256:...), at least one.
       - A reference without a registry host means Docker Hub.
+      - "No credentials in references (C(user:password@host/...)): use O(username) and O(password)."
     type: list
     elements: str
     required: true
@@ -37,32 +44,27 @@ options:
     elements: str
     default: []
   username:
-    description: User name for the registry.
+    description:
+      - User name for the registry. Without a non-empty O(password) the module
+        reads anonymously.
     type: str
   password:
-    description: Password or token for the registry. Never logged.
+    description:
+      - Password or token for the registry. Never logged. Empty means no credentials.
     type: str
   ca_file:
-    description: PEM file with the CA that signed the registry's certificate.
+    description: PEM file with the CA that signed the registry's certificate (an absolute path that exists).
     type: path
   validate_certs:
     description: Verify the registry's TLS certificate.
     type: bool
     default: true
   timeout:
-    description: Seconds to wait for each HTTP request.
+    description: Seconds to wait for each HTTP request, 1 to 3600.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to compare.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - smshare.kai.attributes.info_module
 author:
   - smshare.kai maintainers (@smshare)
 '''
@@ -87,7 +89,7 @@ EXAMPLES = r'''
 RETURN = r'''
 images:
   description: One entry per requested image, in the order given.
-  returned: always
+  returned: success
   type: list
   elements: dict
   contains:
@@ -127,22 +129,80 @@ images:
       type: bool
 missing:
   description: The images that do not exist or lack a requested platform, with the reason.
-  returned: always
+  returned: success
   type: list
   elements: str
   sample: ["registry.example.com/kai-scheduler/binder:t (not in the registry)"]
 all_present:
   description: Every image exists with every requested platform.
-  returned: always
+  returned: success
   type: bool
+failure:
+  description: >-
+    Name of the failure: V(bad_input) (a parameter breaks a rule; RV(parameter) names it),
+    V(auth) (401), V(denied) (403), V(tls), V(connect), V(http) (another answer),
+    V(insecure_redirect) (a redirect to plain HTTP), V(insecure_realm) (a token
+    service that is not https, with credentials).
+  returned: failure
+  type: str
+parameter:
+  description: The parameter a V(bad_input) failure is about.
+  returned: failure
+  type: str
+image:
+  description: The image being read when the registry failed.
+  returned: failure
+  type: str
+status:
+  description: HTTP status of the failed answer, when there was one.
+  returned: failure
+  type: int
+url:
+  description: URL of the failed request, without user information or query.
+  returned: failure
+  type: str
 '''
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.registry import (
     RegistryClient,
     RegistryError,
+    parse_reference,
 )
+
+PLATFORM_PATTERN = r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?"
+EXAMPLE_IMAGE = "registry.example.com/team/kai-fork/kai-scheduler/binder:smshare-44d1d0a-af0544e"
+
+
+def check_image(name, value):
+    validate.text(name, value, EXAMPLE_IMAGE, max_length=512)
+    if validate.has_credentials(value):
+        raise validate.BadInput(name, value, "must not carry credentials (user:password@); give them as "
+                                "username and password", EXAMPLE_IMAGE)
+    try:
+        parse_reference(value)
+    except RegistryError as exc:
+        raise validate.BadInput(name, value, "must be an image reference host[:port]/path/name:tag or "
+                                "...@sha256:<digest> (%s)" % exc.msg.split(":")[0], EXAMPLE_IMAGE)
+
+
+def check_params(params):
+    validate.items("images", params["images"], "[%s]" % EXAMPLE_IMAGE, minimum=1, each=check_image)
+    validate.items("platforms", params["platforms"], "[linux/amd64, linux/arm64]", minimum=0,
+                   each=lambda name, value: validate.text(name, value, "linux/arm64", pattern=PLATFORM_PATTERN,
+                                                          rule="must be a platform os/arch[/variant]"))
+    validate.text("username", params["username"], "robot-kai", required=False, max_length=256)
+    validate.text("password", params["password"], "(from a vault)", required=False, secret=True)
+    if params["ca_file"] is not None:
+        validate.path("ca_file", params["ca_file"], "/etc/ssl/certs/registry-ca.crt")
+        if not os.path.isfile(params["ca_file"]):
+            raise validate.BadInput("ca_file", params["ca_file"], "must be an existing PEM file",
+                                    "/etc/ssl/certs/registry-ca.crt")
+    validate.integer("timeout", params["timeout"], "30", minimum=1, maximum=3600)
 
 
 def main():
@@ -160,6 +220,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    try:
+        check_params(params)
+    except validate.BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
+    if params['username'] and not params['password']:
+        module.warn('password is empty: reading anonymously, without credentials')
     client = RegistryClient(username=params['username'], password=params['password'],
                             ca_file=params['ca_file'], validate_certs=params['validate_certs'],
                             timeout=params['timeout'])
@@ -168,7 +234,7 @@ def main():
         try:
             results.append(client.image_info(ref, params['platforms']))
         except RegistryError as exc:
-            module.fail_json(msg=exc.msg, kind=exc.kind, image=exc.image, status=exc.status,
+            module.fail_json(msg=exc.msg, failure=exc.kind, image=exc.image, status=exc.status,
                              url=exc.url, images=results)
     missing = []
     for info in results:

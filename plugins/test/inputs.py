@@ -38,6 +38,11 @@ def plain_url(value, schemes=("https", "http")):
     return _passes(validate.url, "value", value, example="", schemes=tuple(schemes))
 
 
+def git_url(value):
+    """A URL git can clone from, without credentials (an SSH user name is fine)."""
+    return _passes(validate.git_url, "value", value, example="")
+
+
 def url_with_credentials(value):
     """A URL that carries user information (user:password@host)."""
     return validate.has_credentials(value)
@@ -51,4 +56,5 @@ class TestModule(object):
             "absolute_path": absolute_path,
             "plain_url": plain_url,
             "url_with_credentials": url_with_credentials,
+            "git_url": git_url,
         }

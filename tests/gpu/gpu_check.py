@@ -100,15 +100,15 @@ class Check:
                 continue  # read-only verbs only
             if verb.get("protocol", 2) == 3 and protocol != 3:
                 continue
-            if name == "namespace_list" and not prefix:
+            if name.startswith("namespace_list") and not prefix:
                 continue  # no named server before the v3 configuration
-            args, stdin = mps.MpsControl.render(name, **params)
+            args, stdin, verb_env = mps.render(name, **params)
             if name in ("get_client_list", "get_server_status"):
                 pids = self.evidence["recordings"].get(prefix + "get_server_list", {}).get("stdout", "").split()
                 if not pids:
                     continue
-                args, stdin = mps.MpsControl.render(name, pid=pids[0])
-            proc = subprocess.run(["nvidia-cuda-mps-control"] + args, input=stdin, env=env,
+                args, stdin, verb_env = mps.render(name, pid=pids[0])
+            proc = subprocess.run(["nvidia-cuda-mps-control"] + args, input=stdin, env=dict(env, **verb_env),
                                   capture_output=True, text=True, timeout=60, check=False)
             parsed, error = None, None
             try:

@@ -99,6 +99,8 @@ def test_dry_run_on_standins_with_mps_v3(tmp_path):
     assert checks["v3_namespace_caps_the_client"]["client_sms"] == 27
     assert checks["stopped_nothing_left"]["passed"]
     assert record["recordings"]["v3:namespace_list"]["parse_error"] is None
+    assert record["recordings"]["v3:namespace_list_table"]["parse_error"] is None  # the guide's query
+    assert record["recordings"]["v3:namespace_list_table"]["argv"][:2] == ["-p", "3"]
 
 
 def test_dry_run_on_standins_without_mps_v3(tmp_path):

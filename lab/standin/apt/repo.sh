@@ -12,6 +12,10 @@
 #   lab/standin/apt/repo.sh ensure       serve it without a hold (a Molecule prepare run by hand)
 #   lab/standin/apt/repo.sh url          print the base URL (http://GATEWAY:PORT)
 #   lab/standin/apt/repo.sh status       exit 0 when the server answers
+#   lab/standin/apt/repo.sh credentials  print the file with the "user:password" that
+#                                        https://GATEWAY:PORT+1/private/ (a mirror that
+#                                        needs a login, TLS with the lab's stand-in CA) takes
+#   lab/standin/apt/repo.sh private-url  print that mirror's base URL
 #   lab/standin/apt/repo.sh break VER    publish driver version VER broken (its kernel module
 #                                        package fails to install), rebuild; the server keeps serving
 #   lab/standin/apt/repo.sh fix VER      publish VER working again, rebuild
@@ -19,8 +23,10 @@
 #
 # Containers on the default podman network reach <url>/<distro>/x86_64/ (e.g.
 # debian12); install <url>/debian12/x86_64/cuda-keyring_1.1-1_all.deb to point
-# apt at it. Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK (podman),
-# SMSHARE_APT_STATE (.lab/apt under the repository root).
+# apt at it. <url>/distro/ stands in for the distribution's archive (kernel
+# headers, initramfs-tools, python3-debian: lab/standin/apt/provision-node.sh).
+# Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK
+# (podman), SMSHARE_APT_STATE (.lab/apt under the repository root).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 state=${SMSHARE_APT_STATE:-$root/.lab/apt}
@@ -37,6 +43,7 @@ gateway() {
 }
 
 url() { echo "http://$(gateway):$port"; }
+private_url() { echo "https://$(gateway):$((port + 1))/private"; }
 
 # The server on our port, if it is this script's serve.py (adopted when a
 # pid file was lost, e.g. to two sessions starting it at once).
@@ -57,12 +64,43 @@ running() {
 broken_file=$state/broken
 broken_args() { local v; [[ -s "$broken_file" ]] || return 0; while read -r v; do [[ -n "$v" ]] && printf -- '--broken\n%s\n' "$v"; done < "$broken_file"; }
 build() {
+    local repo extra=()
     mkdir -p "$state"
-    local extra=()
     mapfile -t extra < <(broken_args)
-    python3 "$here/build_repo.py" --out "$state" --url "$(url)" "${extra[@]}"
+    repo=$(python3 "$here/build_repo.py" --out "$state" --url "$(url)" "${extra[@]}")
+    tls
+    cp "$state/tls/ca.crt" "$repo/distro/standin-ca.crt"
+    echo "$repo"
 }
 version_arg() { [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)+$ ]] || { echo "usage: repo.sh break|fix VERSION (e.g. 615.71.09)" >&2; exit 2; }; }
+
+# A CA of the stand-in mirror (nodes trust it: provision-node.sh) and a
+# certificate for the gateway address, made once.
+tls() {
+    local dir=$state/tls gw
+    gw=$(gateway)
+    mkdir -p "$dir"
+    if [[ ! -s "$dir/ca.crt" ]]; then
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=smshare lab stand-in mirror CA" \
+            -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+    fi
+    if [[ ! -s "$dir/server.crt" || "$(cat "$dir/server.ip" 2>/dev/null)" != "$gw" ]]; then
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=$gw" -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+        openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
+            -extfile <(printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "$gw") -out "$dir/server.crt" 2>/dev/null
+        echo "$gw" > "$dir/server.ip"
+    fi
+    chmod 600 "$dir"/*.key
+}
+
+# Random credentials for <url>/private/, made once (0600).
+credentials() {
+    local file=$state/mirror-credentials
+    if [[ ! -s "$file" ]]; then
+        (umask 077; python3 -c 'import secrets; print("mirror-%s:%s" % (secrets.token_hex(3), secrets.token_urlsafe(18)))' > "$file")
+    fi
+    echo "$file"
+}
 
 # Before the first container the bridge (and its address) does not exist yet:
 # then a live server process is all there is to check.
@@ -89,6 +127,8 @@ serve() {
     repo=$(build)
     if ! running; then
         setsid python3 "$here/serve.py" --bind "$(gateway)" --port "$port" --root "$repo" \
+            --auth-file "$(credentials)" --tls-port $((port + 1)) \
+            --cert "$state/tls/server.crt" --key "$state/tls/server.key" \
             >>"$state/server.log" 2>&1 < /dev/null 8>&- &
         echo $! > "$pidfile"
         for _ in $(seq 50); do answers && break; sleep 0.1; done
@@ -107,7 +147,9 @@ flock 8
 case "${1:-}" in
     build) build ;;
     url) url ;;
+    private-url) private_url ;;
     status) running && answers ;;
+    credentials) credentials ;;
     ensure) serve ;;
     start) mkdir -p "$state/holds" && touch "$state/holds/started" && serve ;;
     stop) rm -f "$state/holds/started"; stop_if_unheld ;;
@@ -118,5 +160,5 @@ case "${1:-}" in
     fix) version_arg "${2:-}"; { [[ -f "$broken_file" ]] && grep -vx -- "$2" "$broken_file"; } > "$broken_file.new" || true
          mv "$broken_file.new" "$broken_file"; build >/dev/null; echo "published $2 working" ;;
     broken) [[ -f "$broken_file" ]] && cat "$broken_file"; true ;;
-    *) sed -n '2,26p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    *) sed -n '2,29p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Stand-in (lab only): creates the two fork repositories the role clones, as
-# real bare git repositories under OUT-DIR:
+# real bare git repositories under OUT-DIR (each pinned commit holds its
+# template folder: kai-scheduler/ or gpu-fractioning/, with the charts at the
+# forks' real chart paths, plus hack/):
 #   OUT-DIR/KAI-Scheduler.git      main + refs/pull/2368/head
 #   OUT-DIR/gpu-fractioning.git    main + refs/pull/147/head
 # As upstream, each pinned fork commit is reachable only through its
@@ -31,9 +33,15 @@ make_fork() {  # NAME PR TEMPLATE
     git_ -C "$work" commit -q -m "Upstream main"
   git_ -C "$work" checkout -q -b "pr-$pr"
   mkdir -p "$work/hack"
-  cp "$here/$template/Makefile" "$work/Makefile"
-  cp "$here/hack/standin-image.sh" "$here/hack/standin-record.py" "$work/hack/"
-  printf '/.cache/\n' >"$work/.gitignore"
+  # The fork's tree: Makefile, charts (and their sources) from the template folder.
+  cp -a "$here/$template/." "$work/"
+  mv "$work/fork.gitignore" "$work/.gitignore"
+  cp "$here/hack/standin-image.sh" "$here/hack/standin-record.py" "$here/hack/standin-base.py" "$work/hack/"
+  # The programs the images run (lab/standin/controllers) and the MPS stand-in mpsd runs.
+  mkdir -p "$work/hack/standin/controllers" "$work/hack/standin/bin"
+  cp -a "$here/../controllers/standin" "$work/hack/standin/controllers/"
+  find "$work/hack/standin" -name __pycache__ -prune -exec rm -rf {} +
+  cp "$here/../bin/nvidia-cuda-mps-control" "$work/hack/standin/bin/"
   git_ -C "$work" add -A
   GIT_AUTHOR_DATE="2026-01-06T10:00:00Z" GIT_COMMITTER_DATE="2026-01-06T10:00:00Z" \
     git_ -C "$work" commit -q -m "Fork change (pull request #$pr)"

@@ -1,8 +1,9 @@
 # Apache-2.0
 """Fixtures for the nvidia_driver Molecule scenarios.
 
-driver_lab: the node image (lab/node-image.sh, cached) and the stand-in NVIDIA
-apt repository served on the podman bridge (lab/standin/apt/repo.sh), held
+driver_lab: the node image (lab/node-image.sh, cached), the stand-in HGX PCI
+tree (lab/standin/pci/make-tree.py) and the stand-in NVIDIA apt repository
+served on the podman bridge (lab/standin/apt/repo.sh), held
 for this session and released afterwards (the server stops when no other
 live session holds it).
 """
@@ -24,8 +25,9 @@ def run(argv, **kwargs):
 @pytest.fixture(scope="session")
 def driver_lab():
     image = run([REPO / "lab" / "node-image.sh"])
+    run([REPO / "lab" / "standin" / "pci" / "make-tree.py", "hgx-a100-8gpu"])
     url = run([REPO_SH, "hold", os.getpid()])
-    yield {"image": image, "url": url}
+    yield {"image": image, "url": url, "private_url": run([REPO_SH, "private-url"])}
     run([REPO_SH, "release", os.getpid()])
 
 
@@ -33,6 +35,7 @@ def driver_lab():
 def molecule_env(driver_lab):
     env = dict(os.environ)
     env["SMSHARE_APT_URL"] = driver_lab["url"]
+    env["SMSHARE_APT_PRIVATE_URL"] = driver_lab["private_url"]
     env["PATH"] = "%s:%s" % (REPO / ".venv" / "bin", env.get("PATH", ""))
     env.setdefault("CONTAINERS_CONF", str(REPO / "molecule" / "containers.conf"))
     env["ANSIBLE_FORCE_COLOR"] = "false"

@@ -1,9 +1,10 @@
 # Apache-2.0
 """Fixtures for the fork_images role and registry_image_info against a real registry.
 
-Own registry (lab/registry.sh in a temp state dir, free port, TLS + htpasswd)
-and own stand-in fork repositories (lab/standin/forks/make-forks.sh): these
-tests do not need the whole lab.
+Own registry (lab/registry.sh in a temp state dir, free port, TLS + htpasswd),
+own stand-in fork repositories (lab/standin/forks/make-forks.sh) and the lab's
+stand-in docker CLI (lab/standin/docker) on the build host's PATH with its own
+state: these tests do not need the whole lab.
 """
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from registry_state import Registry
 
 REPO = Path(__file__).resolve().parents[3]
 PLAYBOOK = REPO / "playbooks" / "images.yml"
+STANDIN_DOCKER = REPO / "lab" / "standin" / "docker"
 KAI_SERVICES = ["podgrouper", "scheduler", "binder", "resourcereservation", "snapshot-tool", "scalingpod",
                 "nodescaleadjuster", "podgroupcontroller", "queuecontroller", "fairshare-simulator",
                 "admission", "operator", "time-based-fairshare-simulator", "numa-placement-exporter",
@@ -78,6 +81,10 @@ class ForkImages:
         self.registry = registry
         self.forks = forks
         self.workdir = self.root / "work"
+        self.docker = self.root / "docker"      # the stand-in docker's state (builders, QEMU)
+        self.auth_file = self.root / "auth.json"
+        self.vars_file = self.root / "vars.json"
+        self.token = "tok-" + uuid.uuid4().hex
         self.record = self.root / "make-record.jsonl"
         self.manifest = self.root / "manifest.json"
         self.inventory = self.root / "hosts.yml"
@@ -89,7 +96,9 @@ class ForkImages:
     def vars(self, **overrides):
         reg = self.registry
         env = {"STANDIN_BUILDAH_ROOT": str(self.root / "buildah"), "STANDIN_CERT_DIR": reg.cert_dir,
-               "REGISTRY_AUTH_FILE": str(self.root / "auth.json"), "STANDIN_MAKE_RECORD": str(self.record)}
+               "REGISTRY_AUTH_FILE": str(self.auth_file), "STANDIN_MAKE_RECORD": str(self.record),
+               # stands for a proxy or GOPROXY token: must never be shown or left behind
+               "SMSHARE_TEST_PROXY_TOKEN": self.token}
         env.update(overrides.pop("extra_env", {}))
         data = {
             "fork_images_kai_scheduler_repo_url": self.forks["kai_scheduler"]["url"],
@@ -104,7 +113,6 @@ class ForkImages:
             "fork_images_registry_password": reg.password,
             "fork_images_registry_ca_file": reg.ca,
             "fork_images_registry_login_tool": "buildah",
-            "fork_images_check_builder": False,
             "fork_images_build_environment": env,
             "fork_images_build_poll_interval": 2,
             "fork_images_manifest_path": str(self.manifest),
@@ -112,14 +120,27 @@ class ForkImages:
         data.update(overrides)
         return data
 
-    def play(self, *args, **overrides):
-        vars_file = self.root / "vars.json"
-        vars_file.write_text(json.dumps(self.vars(**overrides)))
-        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *args]
+    def env(self):
+        env = base_env()
+        env.update(PATH=f"{STANDIN_DOCKER}:{env['PATH']}", STANDIN_DOCKER_STATE=str(self.docker))
+        return env
+
+    def play(self, *args, drop=(), env=None, **overrides):
+        """Run playbooks/images.yml; `drop` leaves variables unset, `env` adds
+        to ansible-playbook's environment."""
+        data = self.vars(**overrides)
+        for name in drop:
+            data.pop(name)
+        self.vars_file.write_text(json.dumps(data))
+        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{self.vars_file}", *args]
         start = time.monotonic()
-        proc = subprocess.run(argv, env=base_env(), text=True, stdout=subprocess.PIPE,
+        proc = subprocess.run(argv, env=dict(self.env(), **(env or {})), text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, cwd=REPO, check=False)
         return Outcome(proc.returncode, proc.stdout, time.monotonic() - start)
+
+    def docker_calls(self):
+        log = self.docker / "calls.log"
+        return log.read_text().splitlines() if log.exists() else []
 
     def records(self):
         if not self.record.exists():

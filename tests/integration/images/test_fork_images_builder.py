@@ -1,133 +1,160 @@
 # Apache-2.0
-"""The role's build-machinery checks (tasks/builder.yml) on recorded `docker
-buildx ls` / `docker buildx inspect` output, through a docker test double
-(recorded/docker). The lab has no Docker engine, so this is where these checks
-are proven; the lab inventory turns them off by an explicit variable.
+"""The role's build machinery (tasks/builder.yml) against the lab's stand-in
+docker CLI (lab/standin/docker: the real `docker buildx ls`/`inspect` formats,
+builders and QEMU kept in a state file). builder.yml runs alone, as
+`--tags images_builder` would: every derived value is a plain variable, so the
+entry point needs nothing set beforehand. No registry is contacted.
 """
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO, base_env
+from conftest import REPO, STANDIN_DOCKER, base_env
 
-RECORDED = Path(__file__).resolve().parent / "recorded"
 PLAY = """
-- name: Run the fork_images builder checks alone
-  hosts: localhost
+- name: Run the fork_images build machinery alone
+  hosts: buildhost
   gather_facts: false
   tasks:
-    - name: Set the tag validate.yml would compute
-      ansible.builtin.set_fact:
-        _fork_images_tag: smshare-44d1d0a-af0544e
-    - name: Check the build machinery
+    - name: Prepare the builders
       ansible.builtin.include_role:
         name: smshare.kai.fork_images
-        tasks_from: builder.yml
+        tasks_from: {tasks_from}
 """
+LOCAL = {"fork_images_registry": "127.0.0.1:5443/kai-fork"}
+REMOTE = {"fork_images_registry": "registry.example.com/team/kai-fork"}
+TWO = ["linux/amd64", "linux/arm64"]
+BOOTED_DEFAULT = {"name": "default", "driver": "docker", "status": "running"}
 
 
-def run(tmp_path, ls=None, inspect=None, qemu_works=True, check=False, **role_vars):
-    state = tmp_path / "docker-state"
-    state.mkdir()
-    if ls:
-        shutil.copy(RECORDED / ls, state / "ls.txt")
-    if inspect:
-        shutil.copy(RECORDED / inspect, state / "inspect-kai-multiarch.txt")
-    if qemu_works:
-        (state / "qemu-works").touch()
+def run(tmp_path, state=None, check=False, tasks_from="builder.yml", **role_vars):
+    docker = tmp_path / "docker"
+    docker.mkdir(exist_ok=True)
+    if state is not None:
+        (docker / "state.json").write_text(json.dumps(state))
     play = tmp_path / "play.yml"
-    play.write_text(PLAY)
-    env = dict(base_env(), FAKE_DOCKER_STATE=str(state), PATH=f"{RECORDED}:{base_env()['PATH']}")
-    argv = ["ansible-playbook", "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps(role_vars)]
+    play.write_text(PLAY.format(tasks_from=tasks_from))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"all:\n  hosts:\n    buildhost:\n      ansible_connection: local\n"
+                         f"      ansible_python_interpreter: {sys.executable}\n")
+    env = dict(base_env(), STANDIN_DOCKER_STATE=str(docker), PATH=f"{STANDIN_DOCKER}:{base_env()['PATH']}")
+    argv = ["ansible-playbook", "-i", str(inventory), str(play), "-e", json.dumps(role_vars)]
     if check:
         argv.append("--check")
-    proc = subprocess.run(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, check=False)
-    calls = (state / "calls.log").read_text().splitlines() if (state / "calls.log").exists() else []
+    proc = subprocess.run(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO,
+                          check=False)
+    calls = (docker / "calls.log").read_text().splitlines() if (docker / "calls.log").exists() else []
+    (docker / "calls.log").unlink(missing_ok=True)
     return proc, calls
 
 
-ONE = {"fork_images_platforms": ["linux/amd64"]}
-TWO = {"fork_images_platforms": ["linux/amd64", "linux/arm64"]}
-LOCAL = {"fork_images_registry": "127.0.0.1:5443/kai-fork"}
-REMOTE = {"fork_images_registry": "registry.example.com/team/kai-fork"}
+def text(proc):
+    return " ".join(proc.stdout.split())
 
 
-def test_docker_driver_builder_may_push_to_localhost(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt", **ONE, **LOCAL)
+def changed(proc):
+    return int(text(proc).split("changed=")[1].split()[0])
+
+
+def test_kai_on_the_current_docker_builder_gets_qemu_once(tmp_path):
+    proc, calls = run(tmp_path, **LOCAL)          # defaults: KAI for amd64 and arm64, the current builder
     assert proc.returncode == 0, proc.stdout
+    assert calls == ["buildx ls", "buildx inspect", "run --privileged --rm tonistiigi/binfmt --install arm64",
+                     "buildx ls", "buildx inspect"]
+    assert not any(c.startswith(("buildx use", "buildx create")) for c in calls)
+    again, calls = run(tmp_path, **LOCAL)
+    assert again.returncode == 0 and changed(again) == 0, again.stdout
+    assert calls == ["buildx ls", "buildx inspect"]
+
+
+def test_check_mode_installs_and_starts_nothing(tmp_path):
+    proc, calls = run(tmp_path, check=True, fork_images_gpu_fractioning_platforms=TWO, **REMOTE)
+    assert proc.returncode == 0, proc.stdout
+    assert calls == ["buildx ls", "buildx inspect", "buildx inspect -- kai-multiarch"]
+
+
+@pytest.mark.parametrize("state, name", [
+    ({"current": "builder-x", "builders": [{"name": "builder-x", "driver": "docker-container", "status": "running"},
+                                           BOOTED_DEFAULT]}, "builder-x"),
+    ({"current": "k8s", "builders": [{"name": "k8s", "driver": "kubernetes", "status": "running"}, BOOTED_DEFAULT]},
+     "k8s"),
+])
+def test_container_builder_is_refused_for_a_registry_on_localhost(tmp_path, state, name):
+    proc, calls = run(tmp_path, state=state, **LOCAL)
+    assert proc.returncode != 0
+    assert f"current buildx builder {name}, whose driver" in text(proc)
+    assert "cannot push to 127.0.0.1:5443 on localhost" in text(proc)
+    assert "Nothing was changed" in text(proc)
+    assert calls == ["buildx ls", "buildx inspect"]
+
+
+def test_inactive_current_container_builder_is_started_for_a_network_registry(tmp_path):
+    state = {"current": "builder-x", "emulators": ["arm64"],
+             "builders": [{"name": "builder-x", "driver": "docker-container", "status": "inactive"}, BOOTED_DEFAULT]}
+    proc, calls = run(tmp_path, state=state, **REMOTE)
+    assert proc.returncode == 0, proc.stdout
+    assert calls == ["buildx ls", "buildx inspect", "buildx inspect --bootstrap -- builder-x", "buildx ls",
+                     "buildx inspect"]
+
+
+def test_no_docker_daemon_fails_with_a_named_failure(tmp_path):
+    proc, calls = run(tmp_path, state={"daemon": False}, **REMOTE)
+    assert proc.returncode != 0
+    assert "daemon_unreachable" in proc.stdout and "the Docker daemon does not answer" in text(proc)
     assert calls == ["buildx ls"]
 
 
-@pytest.mark.parametrize("ls, name", [("buildx-ls-container-current.txt", "builder-x"),
-                                      ("buildx-ls-old-container-current.txt", "mybuilder")])
-def test_docker_container_builder_is_refused_for_localhost(tmp_path, ls, name):
-    proc, _calls = run(tmp_path, ls=ls, **ONE, **LOCAL)
-    assert proc.returncode != 0
-    assert f"current buildx builder {name}, whose driver docker-container" in proc.stdout
-    assert "cannot push to 127.0.0.1:5443 on localhost" in proc.stdout
-
-
-def test_docker_container_builder_may_push_to_a_network_registry(tmp_path):
-    proc, _calls = run(tmp_path, ls="buildx-ls-old-container-current.txt", **ONE, **REMOTE)
-    assert proc.returncode == 0, proc.stdout
-
-
-def test_no_docker_engine_fails_with_a_clear_message(tmp_path):
-    proc, _calls = run(tmp_path, ls=None, **ONE, **REMOTE)
-    assert proc.returncode != 0
-    assert "Cannot connect to the Docker daemon" in proc.stdout
-    assert "set fork_images_check_builder: false" in proc.stdout
-
-
-def test_multi_platform_creates_a_dedicated_builder_and_installs_qemu(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt", **TWO, **REMOTE)
+def test_gpu_fractioning_on_several_platforms_gets_a_dedicated_builder(tmp_path):
+    proc, calls = run(tmp_path, fork_images_gpu_fractioning_platforms=TWO, **REMOTE)
     assert proc.returncode == 0, proc.stdout
     assert calls == [
-        "buildx ls",
-        "buildx inspect kai-multiarch",
+        "buildx ls", "buildx inspect", "buildx inspect -- kai-multiarch",
         "buildx create --name kai-multiarch --driver docker-container",
-        "buildx inspect --bootstrap kai-multiarch",
+        "buildx inspect --bootstrap -- kai-multiarch",
+        "buildx ls", "buildx inspect", "buildx inspect -- kai-multiarch",
         "run --privileged --rm tonistiigi/binfmt --install arm64",
-        "buildx inspect --bootstrap kai-multiarch",
+        "buildx ls", "buildx inspect", "buildx inspect -- kai-multiarch",
     ]
-    assert not any(c.startswith("buildx use") for c in calls)  # the default builder stays current
+    state = json.loads((tmp_path / "docker" / "state.json").read_text())
+    assert state["current"] == "default"                     # the dedicated builder is never made current
+    again, calls = run(tmp_path, fork_images_gpu_fractioning_platforms=TWO, **REMOTE)
+    assert again.returncode == 0 and changed(again) == 0, again.stdout
+    assert calls == ["buildx ls", "buildx inspect", "buildx inspect -- kai-multiarch"]
 
 
-def test_multi_platform_with_a_ready_builder_changes_nothing(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt",
-                      inspect="buildx-inspect-multiarch-with-qemu.txt", **TWO, **REMOTE)
-    assert proc.returncode == 0, proc.stdout
-    assert "changed=0" in proc.stdout
-    assert calls == ["buildx ls", "buildx inspect kai-multiarch", "buildx inspect --bootstrap kai-multiarch"]
-
-
-def test_multi_platform_check_mode_creates_nothing(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt", check=True, **TWO, **REMOTE)
-    assert proc.returncode == 0, proc.stdout
-    assert calls == ["buildx ls", "buildx inspect kai-multiarch"]
-
-
-def test_multi_platform_to_localhost_is_refused(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt", **TWO, **LOCAL)
+def test_gpu_fractioning_on_several_platforms_to_localhost_is_refused(tmp_path):
+    proc, calls = run(tmp_path, fork_images_gpu_fractioning_platforms=TWO, **LOCAL)
     assert proc.returncode != 0
-    assert "cannot reach 127.0.0.1:5443 on" in proc.stdout
+    assert "cannot reach 127.0.0.1:5443 on localhost" in text(proc)
     assert not any("create" in c for c in calls)
 
 
-def test_existing_builder_with_another_driver_is_refused(tmp_path):
-    proc, calls = run(tmp_path, ls="buildx-ls-default-docker.txt",
-                      inspect="buildx-inspect-multiarch-docker-driver.txt", **TWO, **REMOTE)
+def test_existing_dedicated_builder_with_another_driver_is_refused(tmp_path):
+    state = {"builders": [BOOTED_DEFAULT, {"name": "kai-multiarch", "driver": "docker", "status": "running"}]}
+    proc, calls = run(tmp_path, state=state, fork_images_gpu_fractioning_platforms=TWO, **REMOTE)
     assert proc.returncode != 0
-    assert "exists with another driver (docker)" in proc.stdout
-    assert not any("create" in c or "run" in c for c in calls)
+    assert "exists with the driver docker, not docker-container" in text(proc)
+    assert not any(c.startswith(("buildx create", "run")) for c in calls)
 
 
-def test_emulation_that_does_not_take_fails_naming_the_platform(tmp_path):
-    proc, _calls = run(tmp_path, ls="buildx-ls-default-docker.txt", qemu_works=False, **TWO, **REMOTE)
+def test_emulation_that_does_not_take_fails_naming_builder_and_platform(tmp_path):
+    proc, _calls = run(tmp_path, state={"binfmt_takes": False}, **REMOTE)
     assert proc.returncode != 0
-    assert "cannot build linux/arm64" in " ".join(proc.stdout.split())
+    assert "The builder default (docker, running) cannot build linux/arm64" in text(proc)
+    assert "check binfmt_misc" in text(proc)
+
+
+def test_several_platforms_announce_the_guides_buildx_command(tmp_path):
+    """build.yml alone in check mode: what each fork's make would run."""
+    proc, _calls = run(tmp_path, check=True, tasks_from="build.yml", fork_images_gpu_fractioning_platforms=TWO,
+                       fork_images_tag="t1", **REMOTE)
+    assert proc.returncode == 0, proc.stdout
+    out = text(proc)
+    assert ("Would run in /var/tmp/smshare/kai-forks/kai-gpu-fractioning: BUILDX_BUILDER=kai-multiarch make "
+            "docker-buildx DOCKER_BUILD_PLATFORM=linux/amd64,linux/arm64 "
+            "DOCKER_REPO_BASE=registry.example.com/team/kai-fork/kai-gpu-fractioning VERSION=t1") in out
+    assert ("Would run in /var/tmp/smshare/kai-forks/KAI-Scheduler: make build "
+            "DOCKER_REPO_BASE=registry.example.com/team/kai-fork/kai-scheduler DOCKER_TAG=t1 "
+            "DOCKER_BUILD_PLATFORM=linux/amd64,linux/arm64 DOCKER_BUILDX_ADDITIONAL_ARGS=--push") in out

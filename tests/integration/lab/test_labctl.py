@@ -1,11 +1,14 @@
-"""lab/labctl itself: status, idempotent up, 127.0.0.1 only, env output, bad input."""
+"""lab/labctl itself: status, idempotent up, what listens where, env output, bad input."""
 import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,16 +49,28 @@ def test_apiserver_serves_v1_20_with_rbac(lab):
                        check=False).stdout.strip() == "no"
 
 
-def test_listens_on_loopback_only(lab):
+def test_listens_on_loopback_only_but_the_apiserver(lab):
+    """Only the apiserver listens beyond loopback (containers and pods dial it),
+    and it answers nothing to a client without a certificate."""
     lab_pids = set(pids(lab).values())
     proc = subprocess.run(["ss", "-ltnpH"], text=True, capture_output=True, check=True)
     ours = [line for line in proc.stdout.splitlines() if any(f"pid={p}," in line for p in lab_pids)]
     assert ours, proc.stdout
     from smshare_lab import node_tier   # kubelet listens on the node tier's unrouted dummy address
+    apiserver_pid = pids(lab)["kube-apiserver"]
     for line in ours:
         local = line.split()[3]
+        if f"pid={apiserver_pid}," in line:
+            assert local.endswith(":" + lab.apiserver.rsplit(":", 1)[1]), line
+            continue
         assert local.startswith(("127.0.0.1:", "[::1]:", f"{node_tier.NODE_IP}:")), \
             f"listens beyond loopback: {line}"
+    facts = json.loads((lab.state_dir / "lab.json").read_text())
+    url = facts["apiserver_for_containers"] + "/api/v1/secrets"
+    ctx = ssl.create_default_context(cafile=str(lab.state_dir / "pki" / "ca.crt"))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, context=ctx, timeout=5)
+    assert refused.value.code in (401, 403)
 
 
 def test_env_exports_kubeconfig_and_vault_password_file(lab):

@@ -43,7 +43,7 @@ def inventory_vars(lab, *names):
 
 
 def test_vault_file_is_encrypted_and_opens_with_the_lab_password(lab, registry):
-    vault = lab.root / "inventories" / "lab" / "group_vars" / "smshare_lab" / "vault.yml"
+    vault = lab.state_dir / "inventory" / "group_vars" / "smshare_lab" / "vault.yml"
     text = vault.read_text()
     assert text.count("!vault |") == 2 and text.count("$ANSIBLE_VAULT;1.1;AES256") == 2, text
     assert registry.password not in text
@@ -63,7 +63,9 @@ def test_vault_file_is_encrypted_and_opens_with_the_lab_password(lab, registry):
 def without_vault_password(lab, var):
     env = dict(lab.env)
     env.pop("ANSIBLE_VAULT_PASSWORD_FILE")
-    argv = ["ansible", "localhost", "-m", "ansible.builtin.debug", "-a", f"var={var}", "-i", lab.inventory[0]]
+    argv = ["ansible", "localhost", "-m", "ansible.builtin.debug", "-a", f"var={var}"]
+    for source in lab.inventory:
+        argv += ["-i", source]
     return subprocess.run(argv, env=env, text=True, capture_output=True, check=False, cwd=lab.root)
 
 

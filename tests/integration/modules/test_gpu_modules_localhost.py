@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.smshare.kai.plugins.module_utils import mps
+
 REPO = Path(__file__).resolve().parents[3]
 STANDIN_BIN = REPO / "lab" / "standin" / "bin"
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
@@ -93,51 +95,122 @@ def test_mps_lifecycle(standin):
     assert daemon_pids(standin["mps_root"]) == []
 
 
-@pytest.mark.parametrize("mps_input, failure, text", [
-    ({"default_active_thread_percentage": 101}, "bad_input", "1..100"),
-    ({"default_active_thread_percentage": 0}, "bad_input", "1..100"),
-    ({"pipe_directory": "FILE"}, "bad_input", "is not a directory"),
-    ({"namespaces": [{"server": "nosuch", "name": "pod-a", "active_thread_percentage": 50}]},
-     "unknown_server", "nosuch"),
-    ({"namespaces": [{"server": "shared", "name": "pod-a", "active_thread_percentage": 500}]},
-     "bad_input", "1..100"),
-], ids=["pct_101", "pct_0", "pipe_dir_is_a_file", "unknown_server", "namespace_pct_500"])
-def test_mps_bad_input_changes_nothing(standin, mps_input, failure, text):
-    if mps_input.get("pipe_directory") == "FILE":
-        path = standin["mps_root"] / "pipe-file"
-        path.write_text("I am a file\n")
-        mps_input = {"pipe_directory": str(path)}
-    rc, results = playbook(standin, "mps_converge.yml",
-                           {"mps_root": str(standin["mps_root"]), "mps_input": mps_input})
-    assert rc == 2
-    result = results[-1]
-    assert result["failed"] and result["failure"] == failure and text in result["msg"], result
-    assert not (standin["mps_root"] / "pipe").exists()
-    assert not (standin["mps_root"] / "log").exists()
-    assert daemon_pids(standin["mps_root"]) == []
+def standin_mps(standin, args, stdin=None, env=None):
+    environ = dict(standin["env"], CUDA_MPS_PIPE_DIRECTORY=str(standin["mps_root"] / "pipe"),
+                   CUDA_MPS_LOG_DIRECTORY=str(standin["mps_root"] / "log"))
+    environ.pop("CUDA_MPS_PROTOCOL_VERSION", None)
+    environ.update(env or {})
+    return subprocess.run([str(STANDIN_BIN / "nvidia-cuda-mps-control")] + args, input=stdin, env=environ,
+                          capture_output=True, text=True, timeout=30, check=False)
 
 
-def test_unknown_server_on_running_daemon_changes_nothing(standin):
+@pytest.fixture
+def running_daemon(standin):
+    """A v3 multi-user daemon with the shared server, started with the stand-in itself."""
     config = standin["mps_root"] / "mps.toml"
-    config.write_text('schema_version = "1.0"\n[servers.shared]\nuid = 0\n')
-    base = {"mps_root": str(standin["mps_root"])}
-    rc, results = playbook(standin, "mps_converge.yml", dict(base, mps_input={"config_file": str(config)}))
+    config.write_text('schema_version = "1.0"\n[servers.shared]\nuid = 0\n'
+                      '[servers.shared.namespaces.default]\nactive_thread_percentage = "10"\n'
+                      '[servers.shared.namespaces.pod-a]\nactive_thread_percentage = "50"\n')
+    proc = standin_mps(standin, ["-d", "-p", "3", "-m", "-a", str(config)])
+    assert proc.returncode == 0, proc.stderr
+    return standin
+
+
+def host_state(standin):
+    """Files under the MPS root (log lines of read-only connections left out),
+    the daemon's settings and its processes."""
+    files = {}
+    for path in sorted(standin["mps_root"].rglob("*")):
+        st = path.lstat()
+        entry = (oct(st.st_mode), st.st_uid, st.st_gid)
+        if path.suffix == ".log":
+            entry += tuple(line.split("] ", 1)[-1] for line in path.read_text().splitlines()
+                           if "Accepting connection" not in line)
+        elif path.is_file():
+            entry += (path.read_bytes(),)
+        files[str(path)] = entry
+    settings = standin_mps(standin, [], stdin="get_default_active_thread_percentage\n"
+                           "get_default_device_pinned_mem_limit 0\n").stdout
+    namespaces = standin_mps(standin, ["-p", "3", "namespace", "list", "--server=shared", "--format=csv"]).stdout
+    return files, settings, namespaces, sorted(daemon_pids(standin["mps_root"]))
+
+
+def ns(**changes):
+    return dict({"server": "shared", "name": "pod-b", "active_thread_percentage": 25}, **changes)
+
+
+# (id, mps_control args, failure, words in the message); {root} is the MPS root
+BAD_INPUT = [
+    ("pct_101", {"default_active_thread_percentage": 101}, "bad_input", "between 1 and 100"),
+    ("ns_pct_0", {"namespaces": [ns(active_thread_percentage=0)]}, "bad_input", "between 1 and 100"),
+    ("ns_name_comma", {"namespaces": [ns(name="pod,b")]}, "bad_input", "must not contain ','"),
+    ("ns_name_newline", {"namespaces": [ns(name="pod-b\nquit")]}, "bad_input", "control characters"),
+    ("server_dash", {"namespaces": [ns(server="--help")]}, "bad_input", "start with '-'"),
+    ("pipe_dir_relative", {"pipe_directory": "run/nvidia-mps"}, "bad_input", "absolute path"),
+    ("pipe_dir_dotdot", {"pipe_directory": "{root}/new/../pipe"}, "bad_input", "normalised"),
+    ("pipe_dir_is_a_file", {"pipe_directory": "{root}/mps.toml"}, "bad_input", "is not a directory"),
+    ("size_unknown_unit", {"default_pinned_mem_limits": {"0": "40GB"}}, "bad_input", "unit K, M, G or T"),
+    ("size_bare_number", {"default_pinned_mem_limits": {"0": "40"}}, "bad_input", "unit K, M, G or T"),
+    ("timeout_0", {"timeout": 0}, "bad_input", "between 1 and 3600"),
+    ("mode_unquoted", {"pipe_directory": "{root}/new-pipe", "pipe_directory_mode": 755}, "bad_input",
+     "quoted octal string"),
+    ("owner_unknown", {"pipe_directory": "{root}/new-pipe", "directory_owner": "no-such-user-smshare"},
+     "bad_input", "exists on this host"),
+    ("config_missing", {"config_file": "{root}/nosuch.toml"}, "bad_input", "existing file"),
+    ("unknown_server", {"default_active_thread_percentage": 30, "namespaces": [ns(server="other")]},
+     "unknown_server", "the daemon has shared"),
+    ("unknown_gpu", {"default_pinned_mem_limits": {"5": "40G"}}, "unknown_gpu", "GPU 5"),
+    ("mismatch", {"multiuser": False, "default_active_thread_percentage": 30}, "mismatch",
+     "multiuser True (wanted False)"),
+]
+
+
+def test_mps_bad_input_changes_nothing(running_daemon):
+    """Each bad input, for real and in check mode, against a running daemon:
+    the named failure and its words, and the host exactly as it was."""
+    root = str(running_daemon["mps_root"])
+    cases = [{"id": case_id, "args": json.loads(json.dumps(args).replace("{root}", root))}
+             for case_id, args, _failure, _words in BAD_INPUT]
+    before = host_state(running_daemon)
+    rc, results = playbook(running_daemon, "mps_bad_input.yml", {"mps_root": root, "mps_cases": cases})
     assert rc == 0, results
-    before = (standin["mps_root"] / "log" / "control.log").read_text()
-    rc, results = playbook(standin, "mps_converge.yml", dict(base, mps_input={
-        "config_file": str(config), "default_active_thread_percentage": 30,
-        "namespaces": [{"server": "other", "name": "a", "active_thread_percentage": 50}]}))
-    assert rc == 2 and results[-1]["failure"] == "unknown_server"
-    after = (standin["mps_root"] / "log" / "control.log").read_text()
-    assert "active thread percentage set" not in after[len(before):]
+    for task in results:
+        assert len(task["results"]) == len(BAD_INPUT)
+        for (case_id, _args, failure, words), result in zip(BAD_INPUT, task["results"]):
+            assert result.get("failure") == failure and words in result.get("msg", ""), (case_id, result)
+            assert result.get("commands", []) == [] and not result.get("changed"), (case_id, result)
+    assert host_state(running_daemon) == before
+    assert not (running_daemon["mps_root"] / "new-pipe").exists()
 
 
 def test_driver_without_mps_v3_is_reported(standin):
     write_json(standin["root"] / "usr/share/nvidia-standin/driver.json",
                {"version": "580.105.08", "branch": 580, "cuda_version": "13.0", "open": True})
     rc, results = playbook(standin, "mps_converge.yml", {"mps_root": str(standin["mps_root"])})
-    assert rc == 2 and results[-1]["failure"] == "no_v3" and "r615" in results[-1]["msg"]
+    assert rc == 2 and results[-1]["failure"] == "v3_unsupported" and "r615" in results[-1]["msg"]
     assert daemon_pids(standin["mps_root"]) == []
+    assert not (standin["mps_root"] / "pipe").exists()
+
+
+def test_standin_answers_v3_verbs_only_with_protocol_3(running_daemon):
+    """The stand-in's choice for a v3 verb without -p 3 (see mps.VERBS): refused.
+    With -p 3 (or the variable) it answers the guide's query in the table the
+    smoke test will parse with mps.parse_namespace_table."""
+    guide = ["namespace", "list", "--server=shared"]
+    without = standin_mps(running_daemon, guide)
+    assert without.returncode == 1 and "-p 3" in without.stderr and without.stdout == ""
+    with_p3 = standin_mps(running_daemon, ["-p", "3"] + guide)
+    assert with_p3.returncode == 0, with_p3.stderr
+    rows = mps.parse_namespace_table(with_p3.stdout)
+    assert [(r["namespace"], r["active_thread_percentage"]) for r in rows] == [("default", 10), ("pod-a", 50)]
+    by_variable = standin_mps(running_daemon, guide, env={"CUDA_MPS_PROTOCOL_VERSION": "3"})
+    assert by_variable.returncode == 0 and by_variable.stdout == with_p3.stdout
+    # a protocol 2 daemon refuses v3 verbs even with -p 3 (mps_info names it daemon_not_v3)
+    standin_mps(running_daemon, [], stdin="quit\n")
+    assert standin_mps(running_daemon, ["-d"]).returncode == 0
+    on_v2 = standin_mps(running_daemon, ["-p", "3"] + guide)
+    assert on_v2.returncode == 1 and "requires protocol 3" in on_v2.stderr
+    standin_mps(running_daemon, [], stdin="quit\n")
 
 
 def test_permission_denied_on_pipe_directory(standin):
@@ -161,7 +234,7 @@ def test_permission_denied_on_pipe_directory(standin):
 def test_gpu_info_reads_the_standin(standin):
     rc, results = playbook(standin, "gpu_info.yml", {"gpu_expect_gpus": 2, "gpu_expect_sms": 108})
     assert rc == 0 and not [r for r in results if r.get("failed")], results
-    wanted = {"gpu_expect_gpus": 2, "gpu_expect_sms": 108, "gpu_nvswitches": 6}
+    wanted = {"gpu_expect_gpus": 2, "gpu_expect_sms": 108}
     rc, results = playbook(standin, "gpu_info.yml", wanted, check=True)
     assert rc == 0, results
 

@@ -20,14 +20,28 @@ def load(path):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_argument_spec_matches_defaults(role):
+    """Every default is specified with the same value; a specified option without a
+    default is either required or optional-and-absent (reaches modules as default(omit))."""
     defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
     options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert sorted(defaults) == sorted(options), "defaults and argument_specs list different variables"
-    for name, value in defaults.items():
+    assert sorted(defaults) == sorted(n for n, o in options.items() if "default" in o), \
+        "defaults/main.yml and the argument spec's defaults list different variables"
+    for name, option in options.items():
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
-        if "default" in options[name]:
-            assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
-                name, options[name]["default"], value)
+        assert not (option.get("required") and "default" in option), "%s: required with a default" % name
+    for name, value in defaults.items():
+        assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
+            name, options[name]["default"], value)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_absent_options_are_named_in_the_defaults_comments(role):
+    """A newcomer reading defaults/main.yml sees every variable, set or not."""
+    text = (REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8")
+    options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    for name, option in options.items():
+        if "default" not in option:
+            assert name in text, "%s (no default) is not mentioned in defaults/main.yml" % name
 
 
 def groups(inventory):

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Stand-in (lab only): what `docker build` / `docker push` / `docker buildx
 # build --push` do for the forks' Makefiles, done with buildah and no Docker
-# engine. Each image is a scratch image holding one small file that names the
-# service and the commit, so a new commit gives a new digest.
+# engine. Each image runs: a shared base layer (Debian's Python 3.11 from this
+# build host, hack/standin-base.py, cached in the fork's .cache/) plus the
+# fork's stand-in programs (hack/standin/) with the image's entrypoint
+# (`python3 -m standin <fork>/<service>`) and a small file that names the
+# service and the commit, so a new commit gives a new digest. STANDIN_FORK
+# (kai-scheduler | gpu-fractioning) is set by the fork's Makefile.
 #
 #   standin-image.sh build  REF PLATFORM        (into local storage)
 #   standin-image.sh push   REF                 (local storage -> registry)
@@ -11,7 +15,9 @@
 # Environment: STANDIN_BUILDAH_ROOT (private storage), STANDIN_CERT_DIR (CA for
 # the registry), REGISTRY_AUTH_FILE (credentials written by `login`),
 # STANDIN_SKIP_PUSH (space-separated "<fork>/<service>" whose push silently
-# goes missing, to prove the role's final verification), BUILDX_BUILDER.
+# goes missing, to prove the role's final verification), STANDIN_ONLY_PLATFORMS
+# (buildx builds these platforms whatever it was asked: a build that silently
+# drops an architecture), BUILDX_BUILDER.
 set -euo pipefail
 
 buildah_cmd=(buildah)
@@ -29,23 +35,56 @@ skipped() {
   return 1
 }
 
-context() {
-  local ref=$1 dir
+# Images whose programs run as root (privileged node daemons); the others run as 65532.
+ROOT_IMAGES=" gpu-fractioning/mpsd gpu-fractioning/fractiond gpu-fractioning/metricsd "
+
+base_image() {  # PLATFORMS -> the base image (a local manifest list covering PLATFORMS)
+  local platforms=$1 tar key ref dir
+  tar=$(python3 hack/standin-base.py .cache/standin-base)
+  key=$(basename "$tar" .tar)
+  ref="localhost/smshare-standin-base:${key#standin-base-}-$(printf '%s' "$platforms" | tr ',/' '__')"
+  if ! "${buildah_cmd[@]}" manifest inspect "$ref" >/dev/null 2>&1; then
+    dir=$(mktemp -d)
+    ln "$tar" "$dir/base.tar" 2>/dev/null || cp "$tar" "$dir/base.tar"
+    printf 'FROM scratch\nADD base.tar /\n' >"$dir/Containerfile"
+    "${buildah_cmd[@]}" build --quiet --platform "$platforms" --manifest "$ref" "$dir" >/dev/null
+    rm -rf "$dir"
+  fi
+  echo "$ref"
+}
+
+context() {  # REF BASE
+  local ref=$1 base=$2 dir service user=65532:65532
+  service=${ref%:*}
+  service=${service##*/}
   dir=$(mktemp -d)
   printf 'stand-in image %s\ncommit %s\n' "${ref%:*}" "$(git rev-parse HEAD)" >"$dir/standin"
-  printf 'FROM scratch\nCOPY standin /standin\n' >"$dir/Containerfile"
+  mkdir -p "$dir/app"
+  cp -a hack/standin/controllers/standin "$dir/app/"
+  case "$ROOT_IMAGES" in *" ${STANDIN_FORK:?set by the fork Makefile}/$service "*) user=0:0 ;; esac
+  {
+    printf 'FROM %s\nCOPY standin /standin\nCOPY app /opt/standin\n' "$base"
+    if [ "$STANDIN_FORK/$service" = gpu-fractioning/mpsd ]; then
+      cp hack/standin/bin/nvidia-cuda-mps-control "$dir/"
+      printf 'COPY nvidia-cuda-mps-control /usr/bin/nvidia-cuda-mps-control\n'
+    fi
+    printf 'ENV PYTHONPATH=/opt/standin PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1\n'
+    printf 'USER %s\n' "$user"
+    printf 'ENTRYPOINT ["/usr/bin/python3", "-m", "standin", "%s/%s"]\n' "$STANDIN_FORK" "$service"
+  } >"$dir/Containerfile"
   echo "$dir"
 }
 
 build() {  # REF PLATFORMS [manifest]
-  local ref=$1 platforms=$2 mode=${3:-} dir rc=0
-  dir=$(context "$ref")
+  local ref=$1 platforms=$2 mode=${3:-} dir base rc=0
+  base=$(base_image "$platforms")
+  dir=$(context "$ref" "$base")
   if [ "$mode" = manifest ]; then
     "${buildah_cmd[@]}" manifest rm "$ref" >/dev/null 2>&1 || true
-    "${buildah_cmd[@]}" build --quiet --platform "$platforms" --manifest "$ref" \
+    "${buildah_cmd[@]}" build --quiet --pull=never --platform "$platforms" --manifest "$ref" \
       --label "org.opencontainers.image.revision=$(git rev-parse HEAD)" "$dir" >/dev/null || rc=$?
   else
-    "${buildah_cmd[@]}" build --quiet --platform "$platforms" -t "$ref" \
+    "${buildah_cmd[@]}" build --quiet --pull=never --platform "$platforms" -t "$ref" \
       --label "org.opencontainers.image.revision=$(git rev-parse HEAD)" "$dir" >/dev/null || rc=$?
   fi
   rm -rf "$dir"
@@ -64,7 +103,7 @@ case "$1" in
     echo "${2##*:}: pushed"
     ;;
   buildx)
-    ref=$2 platforms=$3 push=${4:-}
+    ref=$2 platforms=${STANDIN_ONLY_PLATFORMS:-$3} push=${4:-}
     if [ "${platforms//,/}" != "$platforms" ] && [ -z "$push" ] && [ "${BUILDX_BUILDER:-}" = default ]; then
       echo "ERROR: Multi-platform build is not supported for the docker driver." >&2
       exit 1

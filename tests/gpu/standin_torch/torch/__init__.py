@@ -38,7 +38,7 @@ def _server_percentage():
     namespace, server_dir = os.path.basename(pipe), os.path.dirname(pipe)
     root = os.path.dirname(server_dir)
     if os.path.exists(os.path.join(root, "control")):
-        rows = _mps(root, ["namespace", "list", "--server=" + os.path.basename(server_dir),
+        rows = _mps(root, ["-p", "3", "namespace", "list", "--server=" + os.path.basename(server_dir),
                            "--format=csv,noheader"])
         for row in rows.splitlines():
             cells = [c.strip() for c in row.split(",")]

@@ -121,7 +121,9 @@ def test_parse_reference(ref, expected):
 
 
 @pytest.mark.parametrize("ref", ["https://reg.example.com/a:b", "reg.example.com/A/b:t", "reg.example.com/a:b@c",
-                                 "reg.example.com/a:-bad", "", " reg.example.com/a:t"])
+                                 "reg.example.com/a:-bad", "", " reg.example.com/a:t", "reg.example.com/a:b\n",
+                                 "reg.example.com/a\n/b:t", "reg.example.com/a@sha256:zz",
+                                 "reg.example.com/a@sha256:" + "a" * 63])
 def test_parse_reference_rejects(ref):
     with pytest.raises(reg.RegistryError) as err:
         reg.parse_reference(ref)
@@ -252,3 +254,141 @@ def test_server_error_names_status_and_image():
     with pytest.raises(reg.RegistryError) as err:
         reg.RegistryClient(opener=opener).image_info(HOST + "/kai/binder:t1")
     assert err.value.status == 500 and "HTTP 500" in err.value.msg and "kai/binder:t1" in err.value.msg
+
+
+# ---------------------------------------------------------------- credentials go only where they belong
+class Redirecting(FakeRegistry):
+    """The registry answers config blobs with a redirect (as registries backed
+    by object stores do); `blob_host` answers them without any auth."""
+
+    def __init__(self, location, **kw):
+        super().__init__(**kw)
+        self.location = location
+
+    def __call__(self, url, method="GET", headers=None, **kwargs):
+        if "/blobs/" in url and HOST in url:
+            self.requests.append({"method": method, "url": url, "headers": dict(headers or {}), "kwargs": kwargs})
+            given = (headers or {}).get("Authorization")
+            if given != BASIC:
+                self._error(url, 401, {"Www-Authenticate": 'Basic realm="lab"'})
+            digest = url.split("/blobs/")[1]
+            self._error(self.location.format(digest=digest), 307, {"Location": self.location.format(digest=digest)})
+        if HOST not in url and not url.startswith("https://auth.example.com"):
+            self.requests.append({"method": method, "url": url, "headers": dict(headers or {}), "kwargs": kwargs})
+            digest = url.split("/")[-1].split("?")[0]
+            return Response(200, {}, json.dumps(self.blobs[digest]).encode())
+        return super().__call__(url, method=method, headers=headers, **kwargs)
+
+
+def single_image_registry(location):
+    cfg = "sha256:" + "c" * 64
+    return Redirecting(location, manifests={("kai/op", "t1"): single(reg.OCI_MANIFEST, cfg)},
+                       blobs={cfg: {"os": "linux", "architecture": "amd64"}})
+
+
+def test_redirect_to_another_host_drops_the_credentials():
+    fake = single_image_registry("https://blobs.example.net/store/{digest}?X-Amz-Signature=s1gned")
+    info = client(fake).image_info(HOST + "/kai/op:t1", ["linux/amd64"])
+    assert info["complete"]
+    blob_store = [r for r in fake.requests if "blobs.example.net" in r["url"]]
+    assert len(blob_store) == 1 and "Authorization" not in blob_store[0]["headers"]
+    assert all(r["kwargs"]["follow_redirects"] == "none" for r in fake.requests)   # never urllib's own
+
+
+def test_redirect_on_the_same_host_keeps_the_credentials():
+    fake = single_image_registry("https://" + HOST + "/store/{digest}")
+    fake_same = [None]
+
+    def opener(url, method="GET", headers=None, **kwargs):
+        if "/store/" in url:
+            fake_same[0] = dict(headers or {})
+            return Response(200, {}, json.dumps({"os": "linux", "architecture": "amd64"}).encode())
+        return fake(url, method=method, headers=headers, **kwargs)
+    client(opener).image_info(HOST + "/kai/op:t1")
+    assert fake_same[0]["Authorization"] == BASIC
+
+
+def test_redirect_to_plain_http_is_refused_before_any_request_there():
+    fake = single_image_registry("http://blobs.example.net/store/{digest}")
+    with pytest.raises(reg.RegistryError) as err:
+        client(fake).image_info(HOST + "/kai/op:t1")
+    assert err.value.kind == "insecure_redirect" and "not https" in err.value.msg
+    assert not any(r["url"].startswith("http://") for r in fake.requests)
+
+
+def test_signed_query_of_a_redirect_is_never_in_a_message():
+    fake = single_image_registry("http://blobs.example.net/store/{digest}?X-Amz-Signature=s1gned")
+    with pytest.raises(reg.RegistryError) as err:
+        client(fake).image_info(HOST + "/kai/op:t1")
+    assert "s1gned" not in json.dumps(err.value.as_dict())
+
+
+def test_endless_redirects_end():
+    def opener(url, **kwargs):
+        raise HTTPError(url, 302, "Found", {"Location": "/v2/loop"}, io.BytesIO(b""))
+    with pytest.raises(reg.RegistryError) as err:
+        client(opener).image_info(HOST + "/kai/binder:t1")
+    assert err.value.kind == "http" and "redirects" in err.value.msg
+
+
+@pytest.mark.parametrize("realm", ["http://auth.example.com/token", "ftp://auth.example.com/token"])
+def test_credentials_never_go_to_a_token_realm_that_is_not_https(realm):
+    sent = []
+
+    def opener(url, method="GET", headers=None, **kwargs):
+        sent.append((url, dict(headers or {})))
+        raise HTTPError(url, 401, "no", {"WWW-Authenticate": 'Bearer realm="%s",service="reg"' % realm},
+                        io.BytesIO(b""))
+    with pytest.raises(reg.RegistryError) as err:
+        client(opener).image_info(HOST + "/kai/binder:t1")
+    assert err.value.kind == "insecure_realm" and "never sent over plain HTTP" in err.value.msg
+    assert [u for u, _h in sent] == ["https://%s/v2/kai/binder/manifests/t1" % HOST]
+    assert not any("Authorization" in h for _u, h in sent)
+
+
+def test_anonymous_token_from_an_http_realm_carries_no_credentials():
+    sent = []
+
+    def opener(url, method="GET", headers=None, **kwargs):
+        sent.append((url, dict(headers or {})))
+        if url.startswith("http://auth"):
+            return Response(200, {}, b'{"token": "anon"}')
+        if (headers or {}).get("Authorization") == "Bearer anon":
+            raise HTTPError(url, 404, "nf", {}, io.BytesIO(b"{}"))
+        raise HTTPError(url, 401, "no", {"WWW-Authenticate": 'Bearer realm="http://auth.example.com/t"'},
+                        io.BytesIO(b""))
+    info = reg.RegistryClient(opener=opener).image_info(HOST + "/kai/binder:t1")
+    assert info["exists"] is False
+    assert "Authorization" not in sent[1][1]
+
+
+@pytest.mark.parametrize("username, password", [(USER, ""), (USER, None), ("", PASSWORD), (None, PASSWORD)])
+def test_half_or_empty_credentials_are_no_credentials(username, password):
+    fake = FakeRegistry(manifests={("kai/binder", "t1"): index(reg.OCI_INDEX, ["linux/amd64"])})
+    with pytest.raises(reg.RegistryError) as err:
+        reg.RegistryClient(username=username, password=password, opener=fake).image_info(HOST + "/kai/binder:t1")
+    assert "authentication required (HTTP 401)" in err.value.msg
+    assert not any("Authorization" in r["headers"] for r in fake.requests)
+    assert "None" not in json.dumps(fake.requests)
+
+
+@pytest.mark.parametrize("body", [b"[]", b"\xff\xfe", b'{"manifests": "x", "mediaType": "application/vnd.oci.image.index.v1+json"}',
+                                  b'{"manifests": [1, null, {"platform": "x"}]}', b'{"config": [1]}'])
+def test_odd_manifests_are_named_failures_or_empty_never_a_crash(body):
+    def opener(url, method="GET", headers=None, **kwargs):
+        if not headers or "Authorization" not in headers:
+            raise HTTPError(url, 401, "no", {"Www-Authenticate": 'Basic realm="x"'}, io.BytesIO(b""))
+        return Response(200, {"Content-Type": reg.OCI_MANIFEST}, body)
+    try:
+        info = client(opener).image_info(HOST + "/kai/binder:t1", ["linux/amd64"])
+    except reg.RegistryError as exc:
+        assert exc.kind == "http"
+    else:
+        assert info["platforms"] == [] and info["complete"] is False
+
+
+@pytest.mark.parametrize("ref", ["https://alice:s3cret@reg.example.com/a:b", "alice:s3cret@reg.example.com/a:b"])
+def test_reference_errors_never_echo_credentials(ref):
+    with pytest.raises(reg.RegistryError) as err:
+        reg.parse_reference(ref)
+    assert "s3cret" not in err.value.msg

@@ -1,5 +1,7 @@
 # Apache-2.0
-from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner
+import pytest
+
+from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 
 class FakeModule:
@@ -38,3 +40,10 @@ def test_missing_binary():
     runner = CommandRunner(FakeModule(None), "tool")
     assert not runner.available
     assert runner.command(["-d"])["cmd"] == ["tool", "-d"]
+
+
+def test_missing_binary_is_a_named_failure_not_a_traceback():
+    runner = CommandRunner(FakeModule(None), "nvidia-cuda-mps-control")
+    with pytest.raises(ToolError) as caught:
+        runner.run(["-h"])
+    assert caught.value.kind == "nvidia_cuda_mps_control_missing" and "not installed" in caught.value.msg

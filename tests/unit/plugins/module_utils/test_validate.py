@@ -84,6 +84,21 @@ def test_path_accepts_and_strips_trailing_slash():
     assert validate.path("d", "/", example="/x") == "/"
 
 
+@pytest.mark.parametrize("value, octal", [("0755", 0o755), ("755", 0o755), ("1777", 0o1777), ("0700", 0o700)])
+def test_mode_accepts_octal_strings(value, octal):
+    assert validate.mode("pipe_directory_mode", value) == octal
+
+
+@pytest.mark.parametrize("value, words", [
+    (493, "quoted octal string"), (755, "quoted octal string"), (True, "quoted octal string"),
+    ("0855", "octal mode"), ("u=rwx", "octal mode"), ("075555", "octal mode"), ("75", "octal mode"),
+    ("0755\n", "control characters"), ("", "must be set"),
+])
+def test_mode_refusals(value, words):
+    exc = refused(validate.mode, "pipe_directory_mode", value)
+    assert words in exc.msg and exc.details()["parameter"] == "pipe_directory_mode"
+
+
 def test_items():
     assert "at least 1 item" in refused(validate.items, "images", [], example="[a]").msg
     assert "must be a list" in refused(validate.items, "images", "a", example="[a]").msg
@@ -116,3 +131,29 @@ def test_redact_url():
     assert validate.redact_url("https://h/x") == "https://h/x"
     assert validate.redact_url(None) is None
     assert validate.has_credentials("https://u:p@h/") and not validate.has_credentials("https://h/a@b")
+
+
+@pytest.mark.parametrize("value, shown, words", [
+    ("https://ghp_abc123@github.com/a/b.git", "https://<redacted>@github.com/a/b.git", "token@"),
+    ("https://alice:s3cret@github.com/a/b.git", "https://<redacted>@github.com/a/b.git", "credential helper"),
+    ("ssh://git:s3cret@github.com/a/b.git", "ssh://<redacted>@github.com/a/b.git", "credentials"),
+    ("git:s3cret@github.com:a/b.git", "<redacted>@github.com:a/b.git", "password"),
+])
+def test_git_url_refuses_credentials_and_redacts_them(value, shown, words):
+    with pytest.raises(validate.BadInput) as err:
+        validate.git_url("repo_url", value, "https://github.com/a/b.git")
+    assert shown in err.value.msg and words in err.value.msg
+    assert "s3cret" not in err.value.msg and "ghp_abc123" not in err.value.msg
+    assert err.value.details() == {"failure": "bad_input", "parameter": "repo_url"}
+
+
+@pytest.mark.parametrize("value, redacted", [
+    ("robot:tok3n@registry.example.com/team", "<redacted>@registry.example.com/team"),
+    ("git@github.com:a/b.git", "<redacted>@github.com:a/b.git"),
+    ("busybox@sha256:" + "a" * 64, "busybox@sha256:" + "a" * 64),
+    ("registry.example.com/x@sha256:" + "b" * 64, "registry.example.com/x@sha256:" + "b" * 64),
+    ("registry.example.com/team", "registry.example.com/team"),
+])
+def test_scheme_less_references_are_redacted_before_the_host(value, redacted):
+    assert validate.redact_url(value) == redacted
+    assert validate.has_credentials(value) is (redacted != value)

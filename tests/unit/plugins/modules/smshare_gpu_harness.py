@@ -5,6 +5,8 @@ A case (YAML) gives the module args, the daemon states the pid-file/proc
 probe returns (one per probe, the last one repeats), and the calls the module
 must make in order: the argv after the binary, the stdin, and the canned
 rc/stdout/stderr each call gets. An unexpected call fails the test.
+After the run: `expected` (a subset of the result), `msg_contains`,
+`absent_paths` (nothing created there) and `modes` (octal, of real paths).
 """
 import json
 import os
@@ -16,8 +18,6 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NOT_RUNNING = {"running": False, "pid": None, "protocol": None, "multiuser": None,
-               "config_file": None, "stale_pid_file": False}
 
 
 class ModuleExit(Exception):
@@ -64,8 +64,10 @@ def run_case(monkeypatch, main, case, tmp_path, binaries=("nvidia-cuda-mps-contr
         os.makedirs(path, exist_ok=True)
     for path, text in case.get("make_files", {}).items():
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as handle:
-            handle.write(text)
+        with open(path, "wb") as handle:
+            handle.write(text.encode("latin-1"))
+    for path, mode in case.get("chmod", {}).items():
+        os.chmod(path, int(mode, 8))
     expected_calls = list(case.get("calls", []))
     sent = []
 
@@ -87,24 +89,29 @@ def run_case(monkeypatch, main, case, tmp_path, binaries=("nvidia-cuda-mps-contr
             open(side, "w").close()
         return call.get("rc", 0), call.get("stdout", ""), call.get("stderr", "")
 
-    states = [dict(NOT_RUNNING, **s) for s in case.get("daemon", [{}])]
+    from ansible_collections.smshare.kai.plugins.module_utils import mps
+    states = [dict(mps.NOT_RUNNING, **s) for s in case.get("daemon", [{}])]
 
     def fake_find_daemon(pipe_directory, proc_root="/proc"):
         return states.pop(0) if len(states) > 1 else states[0]
 
+    warnings = []
+
     def exit_json(self, **result):
         result.setdefault("failed", False)
+        if warnings:
+            result["warnings"] = warnings
         raise ModuleExit(result)
 
     def fail_json(self, msg, **result):
         result.update(failed=True, msg=msg)
         raise ModuleExit(result)
 
-    from ansible_collections.smshare.kai.plugins.module_utils import mps
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_bin_path)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warnings.append(text))
     monkeypatch.setattr(mps, "find_daemon", fake_find_daemon)
     monkeypatch.setattr(mps.time, "sleep", lambda s: None)
 
@@ -123,4 +130,6 @@ def run_case(monkeypatch, main, case, tmp_path, binaries=("nvidia-cuda-mps-contr
         assert text in result.get("msg", ""), "msg %r lacks %r" % (result.get("msg"), text)
     for path in case.get("absent_paths", []):
         assert not os.path.exists(path), "%s was created" % path
+    for path, mode in case.get("modes", {}).items():
+        assert "%04o" % (os.stat(path).st_mode & 0o7777) == mode, "mode of %s" % path
     return result

@@ -15,6 +15,10 @@ TESTS = InputTests().tests()
     ("plain_url", ["https://mirror.example.com/cuda", "http://10.0.0.1:8080/"],
      ["https://u:p@h/", "ftp://h/", "h/x", "https://h/\n"]),
     ("url_with_credentials", ["https://u:p@h/", "https://t@h"], ["https://h/", "", None]),
+    ("git_url", ["https://github.com/kai-scheduler/KAI-Scheduler.git", "ssh://git@github.com/a/b.git",
+                 "git@github.com:a/b.git", "file:///srv/git/b.git", "/srv/git/b.git", "git://h/b"],
+     ["https://ghp_token@github.com/a/b.git", "https://u:p@h/b", "ssh://u:p@h/b", "u:p@h:b", "-h:b",
+      "ftp://h/b", "file://h/b", "relative/path", "/a/../b", "https://h/b\n", "", None]),
 ])
 def test_good_and_bad_values(name, good, bad):
     for value in good:

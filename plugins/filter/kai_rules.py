@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""Filters on KAI's rules (documentation: workload_lint.yml, queue_plan.yml and
+gpu_capacity.yml beside this file). The engine is module_utils/workload_rules.py and
+module_utils/queue_tree.py, shared with the module smshare.kai.workload_lint
+and the role smshare.kai.queues."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_capacity as _gpu_capacity
+from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
+from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
+
+
+def _plain(value):
+    """Ansible's lazy containers and tagged values -> plain dicts, lists and strings."""
+    if isinstance(value, dict):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def workload_lint(objects, queues=None):
+    """Findings (dicts with rule, severity, object, field, message, text) for Kubernetes objects."""
+    if isinstance(objects, dict):
+        objects = [objects]
+    if not isinstance(objects, list):
+        raise AnsibleFilterError("workload_lint: expects a Kubernetes object or a list of them, got %s"
+                                 % type(objects).__name__)
+    return [f.as_dict() for f in workload_rules.lint(_plain(objects), _plain(queues) if queues is not None else None)]
+
+
+def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None):
+    """The queues role's plan: objects to apply (parents first), queues to prune
+    (children first), adopted queues, errors and warnings of the whole tree."""
+    return queue_tree.plan(_plain(queues), live=_plain(live or []), prune=bool(prune),
+                           workload_queues=_plain(workload_queues or []), pods=_plain(pods or []))
+
+
+def gpu_capacity(nodes, pods=None, selector=None):
+    """Whole GPUs of the Ready, schedulable nodes matching `selector`, and how many pods take."""
+    return _gpu_capacity.capacity(_plain(nodes), _plain(pods or []), _plain(selector or {}))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"workload_lint": workload_lint, "queue_plan": queue_plan, "gpu_capacity": gpu_capacity}

@@ -1,0 +1,565 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""The fractional-pod and queue rules of KAI Scheduler, checked on Kubernetes
+manifests. Pure Python, one engine for the module smshare.kai.workload_lint
+and the filter of the same name.
+
+    findings = lint(objects, queues=inventory_queues)   # [Finding]
+    report(findings)                                   # lines a person reads
+
+Every finding names the object, the field (a path such as
+spec.template.metadata.annotations[gpu-fraction]), the rule and what to do.
+Rules and their sources: the KAI docs (gpu-sharing, batch, queues) and KAI's
+own admission checks (gpu_request_validator.go) as read for the seed
+documents; see RULES for the list.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import os
+import re
+
+from ansible.module_utils.six import string_types
+
+from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
+
+SCHEDULER = "kai-scheduler"
+QUEUE_LABEL = queue_tree.QUEUE_LABEL
+LEGACY_QUEUE_LABEL = "runai/queue"
+DEFAULT_QUEUE = "default-queue"
+FRACTION = "gpu-fraction"
+GPU_MEMORY = "gpu-memory"
+NUM_DEVICES = "gpu-fraction-num-devices"
+CONTAINER_NAME = "gpu-fraction-container-name"
+MIN_MEMBER = "kai.scheduler/batch-min-member"
+POD_GROUP = "pod-group-name"
+GPU_RESOURCE = "nvidia.com/gpu"
+# nvidia.com/container.<container>.<setting>: container names are DNS labels (no dots)
+CONTAINER_ANNOTATION = re.compile(r"nvidia\.com/container\.([^.]+)\.(.+)")
+RESERVED_SETTING = "gpus.devices"
+FRACTION_SETTINGS = re.compile(r"gpu-memory\.(request|limit)|gpu-compute\..+")
+POD_LEVEL = (FRACTION, GPU_MEMORY, NUM_DEVICES, CONTAINER_NAME, POD_GROUP)
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+QUANTITY_FACTORS = {None: 1, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
+                    "Ei": 2 ** 60, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15,
+                    "E": 10 ** 18}
+
+ERROR = "error"
+WARNING = "warning"
+
+# rule -> (severity, what it checks): the README's table and the unit tests follow it.
+RULES = {
+    "parse": (ERROR, "the file is YAML or JSON Kubernetes objects"),
+    "scheduler-name": (ERROR, "KAI annotations or a queue label come with schedulerName: kai-scheduler"),
+    "gpu-fraction-range": (ERROR, "gpu-fraction is a number with 0 < f < 1"),
+    "gpu-memory-value": (ERROR, "gpu-memory is a positive whole number of MiB"),
+    "fraction-and-memory": (ERROR, "gpu-fraction and gpu-memory are not both set"),
+    "num-devices": (ERROR, "gpu-fraction-num-devices is a positive whole number, with a fraction or memory"),
+    "fraction-with-whole-gpu": (ERROR, "a fractional pod does not also request a whole nvidia.com/gpu"),
+    "one-fractional-container": (ERROR, "at most one container asks for a fraction"),
+    "unknown-container": (ERROR, "annotations that name a container name one the pod has"),
+    "nvfractions-quantity": (ERROR, "nvidia.com/container.<c>.gpu-memory.request/limit are quantities, "
+                                    "request <= limit"),
+    "reserved-annotation": (ERROR, "nvidia.com/container.<c>.gpus.devices is never set by users"),
+    "annotation-placement": (ERROR, "pod annotations sit on the pod template, not on the workload"),
+    "legacy-queue-label": (ERROR, "the queue label is kai.scheduler/queue, not runai/queue"),
+    "queue-label-missing": (WARNING, "a KAI pod names its queue (else KAI uses default-queue)"),
+    "queue-label-conflict": (WARNING, "the workload's and its pods' queue labels agree"),
+    "queue-unknown": (ERROR, "the queue label names a queue of the tree"),
+    "queue-not-leaf": (ERROR, "the queue label names a leaf queue"),
+    "min-member-value": (ERROR, "kai.scheduler/batch-min-member is a positive whole number"),
+    "min-member-too-large": (ERROR, "kai.scheduler/batch-min-member is not larger than the pods that can run "
+                                    "at once"),
+}
+
+# kind -> pod template paths (lists of keys) inside the object
+TEMPLATES = {
+    "Deployment": [("spec", "template")],
+    "StatefulSet": [("spec", "template")],
+    "DaemonSet": [("spec", "template")],
+    "ReplicaSet": [("spec", "template")],
+    "ReplicationController": [("spec", "template")],
+    "Job": [("spec", "template")],
+    "CronJob": [("spec", "jobTemplate", "spec", "template")],
+}
+
+
+class Finding:
+    def __init__(self, rule, obj, field, message, source=None, severity=None):
+        self.rule = rule
+        self.severity = severity or RULES[rule][0]
+        self.obj = obj
+        self.field = field
+        self.message = message
+        self.source = source
+
+    def as_dict(self):
+        return {"rule": self.rule, "severity": self.severity, "object": self.obj, "field": self.field,
+                "message": self.message, "source": self.source, "text": self.text()}
+
+    def text(self):
+        parts = [p for p in (self.source, self.obj, self.field) if p]
+        return "%s: %s: %s [%s]" % (self.severity.upper(), ": ".join(parts), self.message, self.rule)
+
+    def __repr__(self):
+        return "Finding(%r, %r, %r)" % (self.rule, self.obj, self.field)
+
+
+def _get(obj, *keys):
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _map(value):
+    return value if isinstance(value, dict) else {}
+
+
+def describe(obj):
+    """Kind namespace/name, as a person would say it."""
+    meta = _map(obj.get("metadata"))
+    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    namespace = meta.get("namespace")
+    return "%s %s" % (obj.get("kind") or "<no kind>", "%s/%s" % (namespace, name) if namespace else name)
+
+
+class Template:
+    """One pod template (or a Pod) and where it sits in its object."""
+
+    def __init__(self, meta, spec, prefix):
+        self.meta = _map(meta)
+        self.spec = _map(spec)
+        self.prefix = prefix  # "" for a Pod, "spec.template" for a Deployment...
+
+    @property
+    def annotations(self):
+        return dict((str(k), v) for k, v in _map(self.meta.get("annotations")).items())
+
+    @property
+    def labels(self):
+        return dict((str(k), v) for k, v in _map(self.meta.get("labels")).items())
+
+    def path(self, *parts):
+        base = "%s.metadata" % self.prefix if self.prefix else "metadata"
+        return base + "".join(parts)
+
+    def spec_path(self, *parts):
+        base = "%s.spec" % self.prefix if self.prefix else "spec"
+        return base + "".join(parts)
+
+    def containers(self):
+        """[(path, container)] of containers and init containers."""
+        found = []
+        for key in ("initContainers", "containers"):
+            for index, container in enumerate(self.spec.get(key) or []):
+                if isinstance(container, dict):
+                    found.append((self.spec_path(".%s[%d]" % (key, index)), container))
+        return found
+
+    def container_names(self):
+        return [pair[1].get("name") for pair in self.containers()]
+
+
+def templates(obj):
+    """Every pod template of a Kubernetes object (none for other kinds)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return [Template(obj.get("metadata"), obj.get("spec"), "")]
+    if kind in TEMPLATES:
+        found = []
+        for path in TEMPLATES[kind]:
+            template = _get(obj, *path)
+            if isinstance(template, dict):
+                found.append(Template(template.get("metadata"), template.get("spec"), ".".join(path)))
+        return found
+    if kind == "JobSet":
+        found = []
+        for index, rjob in enumerate(_get(obj, "spec", "replicatedJobs") or []):
+            template = _get(rjob, "template", "spec", "template")
+            if isinstance(template, dict):
+                found.append(Template(template.get("metadata"), template.get("spec"),
+                                      "spec.replicatedJobs[%d].template.spec.template" % index))
+        return found
+    return []
+
+
+def _whole(value):
+    """A positive whole number from an annotation string, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, string_types) and re.fullmatch(r"[0-9]+", value.strip()) and int(value) > 0:
+        return int(value)
+    return None
+
+
+def _quantity(value):
+    if not isinstance(value, string_types) or not QUANTITY.fullmatch(value):
+        return None
+    match = re.fullmatch(r"([0-9.]+)([A-Za-z]+)?", value)
+    return float(match.group(1)) * QUANTITY_FACTORS[match.group(2)]
+
+
+def uses_kai(template):
+    """Why this template looks meant for KAI (annotations/labels), or []."""
+    why = []
+    for key in sorted(template.annotations):
+        if key in POD_LEVEL or key.startswith("kai.scheduler/") or CONTAINER_ANNOTATION.fullmatch(key):
+            why.append("annotation %s" % key)
+    for key in sorted(template.labels):
+        if key == QUEUE_LABEL or key.startswith("kai.scheduler/"):
+            why.append("label %s" % key)
+    return why
+
+
+# ---------------------------------------------------------------- the rules
+def _check_fraction_annotations(t, say):
+    ann = t.annotations
+    fraction, memory, devices = ann.get(FRACTION), ann.get(GPU_MEMORY), ann.get(NUM_DEVICES)
+    if fraction is not None:
+        try:
+            number = float(str(fraction))
+        except ValueError:
+            number = None
+        decimal = re.fullmatch(r"[0-9]*\.?[0-9]+([eE]-?[0-9]+)?", str(fraction).strip())
+        if number is None or not 0 < number < 1 or not decimal:
+            say("gpu-fraction-range", t.path(".annotations[%s]" % FRACTION),
+                "%r must be a number greater than 0 and less than 1 (for example \"0.5\"); for whole GPUs "
+                "request %s in the container's resources.limits instead" % (fraction, GPU_RESOURCE))
+    if memory is not None and _whole(memory) is None:
+        say("gpu-memory-value", t.path(".annotations[%s]" % GPU_MEMORY),
+            "%r must be a positive whole number of MiB (for example \"4096\"), without a unit" % (memory,))
+    if fraction is not None and memory is not None:
+        say("fraction-and-memory", t.path(".annotations"),
+            "sets both %s and %s: a pod asks for a share of a GPU one way, remove one of them"
+            % (FRACTION, GPU_MEMORY))
+    if devices is not None:
+        if _whole(devices) is None:
+            say("num-devices", t.path(".annotations[%s]" % NUM_DEVICES),
+                "%r must be a positive whole number of GPUs (for example \"2\")" % (devices,))
+        elif fraction is None and memory is None:
+            say("num-devices", t.path(".annotations[%s]" % NUM_DEVICES),
+                "spreads a share over %s devices but sets neither %s nor %s: add the share"
+                % (devices, FRACTION, GPU_MEMORY))
+
+
+def _check_containers(t, say):
+    ann = t.annotations
+    names = t.container_names()
+    fractional = FRACTION in ann or GPU_MEMORY in ann
+    if fractional:
+        for path, container in t.containers():
+            for section in ("limits", "requests"):
+                if GPU_RESOURCE in _map(_map(container.get("resources")).get(section)):
+                    say("fraction-with-whole-gpu", "%s.resources.%s[%s]" % (path, section, GPU_RESOURCE),
+                        "container %r requests a whole %s in a pod that asks for a GPU share (%s): KAI refuses "
+                        "the pod; drop the whole-GPU request or the share"
+                        % (container.get("name"), GPU_RESOURCE, FRACTION if FRACTION in ann else GPU_MEMORY))
+                    break
+    asking = {}
+    if fractional:
+        target = ann.get(CONTAINER_NAME)
+        if target is None:
+            first = (t.spec.get("containers") or [{}])[0]
+            target = first.get("name") if isinstance(first, dict) else None
+        if target is not None:
+            asking.setdefault(target, []).append(FRACTION if FRACTION in ann else GPU_MEMORY)
+    if CONTAINER_NAME in ann and ann[CONTAINER_NAME] not in names:
+        say("unknown-container", t.path(".annotations[%s]" % CONTAINER_NAME),
+            "names container %r but the pod's containers are %s" % (ann[CONTAINER_NAME], _names(names)))
+    requests = {}
+    for key in sorted(ann):
+        match = CONTAINER_ANNOTATION.fullmatch(key)
+        if not match:
+            continue
+        container, setting = match.groups()
+        where = t.path(".annotations[%s]" % key)
+        if setting == RESERVED_SETTING:
+            say("reserved-annotation", where,
+                "is written by KAI's binder when it places the pod; users may not set it (admission rejects "
+                "the pod): remove it")
+            continue
+        if container not in names:
+            say("unknown-container", where,
+                "names container %r but the pod's containers are %s: the setting applies to nothing"
+                % (container, _names(names)))
+        if FRACTION_SETTINGS.fullmatch(setting):
+            asking.setdefault(container, []).append(key)
+        if setting in ("gpu-memory.request", "gpu-memory.limit"):
+            amount = _quantity(ann[key])
+            if amount is None or amount <= 0:
+                say("nvfractions-quantity", where,
+                    "%r must be a positive Kubernetes quantity of memory (for example 4096Mi)" % (ann[key],))
+            else:
+                requests.setdefault(container, {})[setting.split(".")[1]] = (amount, where, ann[key])
+    for container, pair in sorted(requests.items()):
+        if "request" in pair and "limit" in pair and pair["request"][0] > pair["limit"][0]:
+            say("nvfractions-quantity", pair["limit"][1],
+                "limit %s is below the request %s for container %r" % (
+                    pair["limit"][2], pair["request"][2], container))
+    if len(asking) > 1:
+        say("one-fractional-container", t.path(".annotations"),
+            "%d containers ask for a GPU share (%s): only one container of a pod may; keep the share on one "
+            "and give the others none" % (len(asking), ", ".join(
+                "%s via %s" % (c, ", ".join(asking[c])) for c in sorted(asking))))
+
+
+def _names(names):
+    return ", ".join(repr(n) for n in names) if names else "none"
+
+
+def _check_scheduler(obj, t, why, say):
+    scheduler = t.spec.get("schedulerName")
+    if why and scheduler != SCHEDULER:
+        say("scheduler-name", t.spec_path(".schedulerName"),
+            "is %s but the pod uses KAI (%s): the default scheduler places it and ignores them; set "
+            "schedulerName: %s" % (repr(scheduler) if scheduler else "unset",
+                                   ", ".join(why[:3]) + (" and %d more" % (len(why) - 3) if len(why) > 3 else ""),
+                                   SCHEDULER))
+
+
+def _check_queue(obj, t, tree, say):
+    top = dict((str(k), v) for k, v in _map(_map(obj.get("metadata")).get("labels")).items())
+    pod_labels = t.labels
+    if LEGACY_QUEUE_LABEL in pod_labels or LEGACY_QUEUE_LABEL in top:
+        if QUEUE_LABEL not in pod_labels and QUEUE_LABEL not in top:
+            where = t.path(".labels[%s]" % LEGACY_QUEUE_LABEL) if LEGACY_QUEUE_LABEL in pod_labels \
+                else "metadata.labels[%s]" % LEGACY_QUEUE_LABEL
+            say("legacy-queue-label", where,
+                "is the old Run:ai label; KAI reads %s: rename it" % QUEUE_LABEL)
+    queue, where = None, None
+    if t.prefix and QUEUE_LABEL in top:
+        queue, where = top[QUEUE_LABEL], "metadata.labels[%s]" % QUEUE_LABEL
+        if QUEUE_LABEL in pod_labels and pod_labels[QUEUE_LABEL] != queue:
+            say("queue-label-conflict", t.path(".labels[%s]" % QUEUE_LABEL),
+                "is %r but the %s's own label says %r, and KAI takes the workload's: make them agree"
+                % (pod_labels[QUEUE_LABEL], obj.get("kind"), queue))
+    elif QUEUE_LABEL in pod_labels:
+        queue, where = pod_labels[QUEUE_LABEL], t.path(".labels[%s]" % QUEUE_LABEL)
+    if queue is None:
+        if t.spec.get("schedulerName") != SCHEDULER:
+            return
+        if tree is not None and (DEFAULT_QUEUE not in tree or queue_tree.children_of(tree).get(DEFAULT_QUEUE)):
+            say("queue-not-leaf" if DEFAULT_QUEUE in tree else "queue-unknown", t.path(".labels"),
+                "has no %s label, so KAI puts the pod in %r, which %s: label the pod with a leaf queue"
+                % (QUEUE_LABEL, DEFAULT_QUEUE, "is not a leaf queue" if DEFAULT_QUEUE in tree
+                   else "is not a queue of the tree"), severity=ERROR)
+        else:
+            say("queue-label-missing", t.path(".labels"),
+                "has no %s label, so KAI puts the pod in %r: name the team's leaf queue"
+                % (QUEUE_LABEL, DEFAULT_QUEUE))
+        return
+    if tree is None:
+        return
+    if queue not in tree:
+        say("queue-unknown", where, "names queue %r, which is not a queue of the tree (known: %s)"
+            % (queue, ", ".join(sorted(tree)[:8]) + (" ..." if len(tree) > 8 else "")))
+        return
+    kids = queue_tree.children_of(tree).get(queue)
+    if kids:
+        say("queue-not-leaf", where, "names queue %r, which has child queues (%s): only leaf queues run jobs, "
+            "so the pod would never be scheduled; use one of them" % (queue, ", ".join(kids)))
+
+
+def _check_placement(obj, say):
+    if obj.get("kind") == "Pod" or not templates(obj):
+        return
+    annotations = _map(_map(obj.get("metadata")).get("annotations"))
+    for key in sorted(annotations):
+        if key in POD_LEVEL or CONTAINER_ANNOTATION.fullmatch(str(key)):
+            say("annotation-placement", "metadata.annotations[%s]" % key,
+                "is on the %s itself, where KAI does not read it: move it to the pod template's "
+                "metadata.annotations (%s.metadata.annotations)" % (obj.get("kind"), templates(obj)[0].prefix))
+
+
+def _check_gang(obj, say):
+    kind = obj.get("kind")
+    annotations = _map(_map(obj.get("metadata")).get("annotations"))
+    if MIN_MEMBER in annotations:
+        value = annotations[MIN_MEMBER]
+        where = "metadata.annotations[%s]" % MIN_MEMBER
+        wanted = _whole(value)
+        if wanted is None:
+            say("min-member-value", where, "%r must be a positive whole number of pods" % (value,))
+        elif kind == "Job":
+            _gang_fits(say, where, wanted, _get(obj, "spec", "parallelism"), _get(obj, "spec", "completions"),
+                       "spec")
+        elif kind == "JobSet":
+            jobs = _get(obj, "spec", "replicatedJobs") or []
+            if wanted > len(jobs):
+                say("min-member-too-large", where,
+                    "asks for %d replicated jobs together but the JobSet has %d: it would never start"
+                    % (wanted, len(jobs)))
+    if kind == "JobSet":
+        for index, rjob in enumerate(_get(obj, "spec", "replicatedJobs") or []):
+            value = _map(_get(rjob, "template", "metadata", "annotations")).get(MIN_MEMBER)
+            if value is None:
+                continue
+            where = "spec.replicatedJobs[%d].template.metadata.annotations[%s]" % (index, MIN_MEMBER)
+            wanted = _whole(value)
+            if wanted is None:
+                say("min-member-value", where, "%r must be a positive whole number of pods" % (value,))
+                continue
+            spec = _get(rjob, "template", "spec")
+            _gang_fits(say, where, wanted, _get(spec, "parallelism"), _get(spec, "completions"),
+                       "spec.replicatedJobs[%d].template.spec" % index)
+
+
+def _gang_fits(say, where, wanted, parallelism, completions, spec_path):
+    parallelism = 1 if parallelism is None else parallelism
+    at_once = parallelism if completions is None else min(parallelism, completions)
+    if not isinstance(at_once, int) or isinstance(at_once, bool):
+        return
+    if wanted > at_once:
+        why = "%s.parallelism is %d" % (spec_path, parallelism)
+        if completions is not None and completions < parallelism:
+            why = "%s.completions is %d" % (spec_path, completions)
+        say("min-member-too-large", where,
+            "asks for %d pods together but at most %d run at once (%s): the gang can never form and no pod "
+            "starts; lower the annotation or raise the parallelism" % (wanted, at_once, why))
+
+
+def lint_object(obj, tree=None, source=None):
+    """Findings for one Kubernetes object; tree is {queue: parent} or None."""
+    findings = []
+    name = describe(obj)
+
+    def say(rule, where, message, severity=None):
+        findings.append(Finding(rule, name, where, message, source, severity))
+
+    _check_placement(obj, say)
+    _check_gang(obj, say)
+    workload_kai = ["annotation %s" % MIN_MEMBER] \
+        if MIN_MEMBER in _map(_map(obj.get("metadata")).get("annotations")) else []
+    for t in templates(obj):
+        why = uses_kai(t)
+        if t.prefix:
+            top_labels = _map(_map(obj.get("metadata")).get("labels"))
+            if QUEUE_LABEL in top_labels:
+                why.append("the %s's label %s" % (obj.get("kind"), QUEUE_LABEL))
+            why.extend(workload_kai)
+        _check_scheduler(obj, t, why, say)
+        _check_fraction_annotations(t, say)
+        _check_containers(t, say)
+        _check_queue(obj, t, tree, say)
+    return findings
+
+
+def expand(objects):
+    """Flatten `kind: List` objects; drop empty documents."""
+    for obj in objects:
+        if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
+            yield from expand(obj["items"])
+        elif isinstance(obj, dict) and obj:
+            yield obj
+
+
+def lint(objects, queues=None, source=None):
+    """Findings for a list of objects. queues: the inventory's queue list or
+    Queue objects (None: the queue-tree rules are skipped)."""
+    tree = None if queues is None else queue_tree.names_and_parents(queues)
+    findings = []
+    for obj in expand(objects or []):
+        findings.extend(lint_object(obj, tree, source))
+    return findings
+
+
+# ---------------------------------------------------------------- live objects
+def owned_by(obj, kinds):
+    """Whether a controller of one of `kinds` owns obj (its template is checked instead)."""
+    for ref in _map(obj.get("metadata")).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") in kinds:
+            return True
+    return False
+
+
+def live_view(obj):
+    """A live object as its author wrote it: no status, and on a bound pod
+    without the gpus.devices annotations KAI's binder wrote."""
+    view = dict(obj)
+    view.pop("status", None)
+    if obj.get("kind") == "Pod" and _map(obj.get("spec")).get("nodeName"):
+        meta = dict(_map(obj.get("metadata")))
+        meta["annotations"] = dict(
+            (k, v) for k, v in _map(meta.get("annotations")).items()
+            if not (CONTAINER_ANNOTATION.fullmatch(str(k))
+                    and CONTAINER_ANNOTATION.fullmatch(str(k)).group(2) == RESERVED_SETTING))
+        view["metadata"] = meta
+    return view
+
+
+# ---------------------------------------------------------------- files
+EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def manifest_files(paths):
+    """Files to read, in a stable order: each file given, and every *.yaml,
+    *.yml, *.json under each directory. A path that does not exist raises OSError."""
+    found = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(EXTENSIONS))
+        elif os.path.isfile(path):
+            found.append(path)
+        else:
+            raise OSError("%s: no such file or directory" % path)
+    return found
+
+
+def read_documents(path, loader, errors):
+    """[(source, object)] from one file, and a parse Finding instead when it is not YAML.
+    loader: a function text -> documents (yaml.safe_load_all); errors: what it raises."""
+    with io.open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    try:
+        documents = list(loader(text))
+    except errors as exc:  # the YAML library's errors carry line and column
+        detail = " ".join(str(exc).split())
+        return [], [Finding("parse", None, None, "is not valid YAML or JSON: %s" % detail, path)]
+    found = []
+    for index, document in enumerate(documents):
+        if document is None:
+            continue
+        source = path if len(documents) == 1 else "%s#%d" % (path, index + 1)
+        if not isinstance(document, dict):
+            return found, [Finding("parse", None, None, "document %d is not a Kubernetes object (a mapping)"
+                                   % (index + 1), path)]
+        found.append((source, document))
+    return found, []
+
+
+def lint_files(paths, loader, errors, queues=None):
+    """(findings, objects checked, files read) for files and directories."""
+    tree = None if queues is None else queue_tree.names_and_parents(queues)
+    findings, count, files = [], 0, manifest_files(paths)
+    for path in files:
+        documents, problems = read_documents(path, loader, errors)
+        findings.extend(problems)
+        for source, document in documents:
+            for obj in expand([document]):
+                count += 1
+                findings.extend(lint_object(obj, tree, source))
+    return findings, count, files
+
+
+# ---------------------------------------------------------------- output
+def summary(findings, checked):
+    errors = len([f for f in findings if f.severity == ERROR])
+    warnings = len(findings) - errors
+    return "%d error%s, %d warning%s in %d object%s checked" % (
+        errors, "" if errors == 1 else "s", warnings, "" if warnings == 1 else "s",
+        checked, "" if checked == 1 else "s")
+
+
+def report(findings):
+    """One line per finding, errors first, then by source and object."""
+    ordered = sorted(findings, key=lambda f: (f.severity != ERROR, f.source or "", f.obj or "", f.field or ""))
+    return [f.text() for f in ordered]

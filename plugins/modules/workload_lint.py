@@ -1,0 +1,356 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: workload_lint
+short_description: Check Kubernetes manifests against KAI Scheduler's fractional-pod and queue rules
+version_added: 0.1.0
+description:
+  - "Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet and
+    C(kind: List)) from files, directories, inline objects or the live cluster, and reports one finding per
+    violation with the object, the field and what to do."
+  - "Rules (severity): C(scheduler-name) KAI annotations or a queue label without C(schedulerName: kai-scheduler);
+    C(gpu-fraction-range) gpu-fraction not in 0 < f < 1; C(gpu-memory-value) gpu-memory not a positive whole
+    number of MiB; C(fraction-and-memory) both at once; C(num-devices) gpu-fraction-num-devices not a positive
+    whole number or without a share; C(fraction-with-whole-gpu) a fractional pod that also requests a whole
+    nvidia.com/gpu; C(one-fractional-container) more than one container asking for a share;
+    C(unknown-container) annotations naming a container the pod lacks; C(nvfractions-quantity) NvFractions
+    memory annotations not quantities or request over limit; C(reserved-annotation) a user-set
+    C(nvidia.com/container.*.gpus.devices); C(annotation-placement) pod annotations on the workload instead of
+    its pod template; C(legacy-queue-label) C(runai/queue) instead of C(kai.scheduler/queue);
+    C(queue-unknown) and C(queue-not-leaf) a queue label naming an unknown or non-leaf queue (given
+    O(queues)); C(min-member-value) and C(min-member-too-large) a C(kai.scheduler/batch-min-member) that is
+    not a positive whole number or is larger than the pods that can run at once. All are errors except
+    C(queue-label-missing) and C(queue-label-conflict), which are warnings."
+  - The same checks are the filter P(smshare.kai.workload_lint#filter).
+  - "For CI on your own manifests: C(ansible-playbook smshare.kai.lint_workloads -e workload_lint_paths=k8s/)
+    exits non-zero on any error and prints one line per finding (see the collection README)."
+author:
+  - smshare.kai maintainers (@smshare)
+options:
+  paths:
+    description:
+      - Files and directories to check. Directories are walked for C(*.yaml), C(*.yml) and C(*.json)
+        (hidden directories skipped), in name order.
+      - A file that is not YAML or JSON is an error finding (rule C(parse)); a path that does not exist fails
+        the module.
+    type: list
+    elements: path
+    default: []
+  objects:
+    description: Kubernetes objects to check, as data.
+    type: list
+    elements: dict
+    default: []
+  namespaces:
+    description:
+      - Namespaces whose live objects to check (needs the C(kubernetes) Python library and cluster access).
+      - Pods and ReplicaSets and Jobs owned by a workload that is checked are skipped (the workload's template
+        is); on a pod that is already bound, the C(gpus.devices) annotations KAI's binder wrote are not findings.
+    type: list
+    elements: str
+    default: []
+  kubeconfig:
+    description: Kubeconfig for O(namespaces) and O(queues_from_cluster); default C(KUBECONFIG) or C(~/.kube/config),
+      then the in-cluster service account.
+    type: path
+  context:
+    description: Kubeconfig context to use.
+    type: str
+  queues:
+    description:
+      - The queue tree, as the inventory lists it (items with C(name) and C(parent), the P(smshare.kai.queues#role)
+        role's form) or as C(scheduling.run.ai/v2) Queue objects.
+      - Without it (and without O(queues_from_cluster)) the rules C(queue-unknown) and C(queue-not-leaf) are skipped.
+    type: list
+    elements: dict
+  queues_from_cluster:
+    description: Read the queue tree from the cluster's Queue objects (added to O(queues)).
+    type: bool
+    default: false
+  fail_on:
+    description:
+      - V(error) fails when any error is found, V(warning) when any finding is, V(never) only reports.
+    type: str
+    choices: [error, warning, never]
+    default: error
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.attributes.info_module
+notes:
+  - "Runs where the manifests are; in CI that is the runner itself (C(connection: local))."
+seealso:
+  - plugin: smshare.kai.workload_lint
+    plugin_type: filter
+"""
+
+EXAMPLES = r"""
+- name: Check the team's manifests against the inventory's queue tree
+  smshare.kai.workload_lint:
+    paths:
+      - k8s/
+      - jobs/train.yaml
+    queues: "{{ smshare_queues }}"
+
+- name: Check what runs in two namespaces against the cluster's queues, without failing
+  smshare.kai.workload_lint:
+    namespaces: [gpu-trial, team-ml]
+    queues_from_cluster: true
+    kubeconfig: /etc/kubernetes/admin.conf
+    fail_on: never
+  register: lint
+
+- name: Show the findings, one line each
+  ansible.builtin.debug:
+    msg: "{{ lint.report }}"
+"""
+
+RETURN = r"""
+findings:
+  description: One entry per violation.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rule:
+      description: The rule's name (see the description).
+      type: str
+      sample: gpu-fraction-range
+    severity:
+      description: C(error) or C(warning).
+      type: str
+    object:
+      description: Kind, namespace and name of the object.
+      type: str
+      sample: Pod gpu-trial/half-gpu
+    field:
+      description: Path of the field inside the object.
+      type: str
+      sample: metadata.annotations[gpu-fraction]
+    message:
+      description: What is wrong and what to do.
+      type: str
+    source:
+      description: File (with C(#N) for the Nth document), C(objects[N]) or C(cluster).
+      type: str
+    text:
+      description: The finding on one line, as in RV(report).
+      type: str
+report:
+  description: One line per finding, errors first.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ERROR: k8s/pod.yaml: Pod gpu-trial/half-gpu: metadata.annotations[gpu-fraction]: '1.5' must be a number
+            greater than 0 and less than 1 ... [gpu-fraction-range]"]
+summary:
+  description: Counts on one line.
+  returned: always
+  type: str
+  sample: 1 error, 0 warnings in 3 objects checked
+error_count:
+  description: Number of error findings.
+  returned: always
+  type: int
+warning_count:
+  description: Number of warning findings.
+  returned: always
+  type: int
+checked:
+  description: Number of objects checked.
+  returned: always
+  type: int
+files:
+  description: The files read.
+  returned: always
+  type: list
+  elements: str
+failure:
+  description: >-
+    Why the module failed: V(violations) (findings at or above O(fail_on)), V(bad_input) (a path that does not
+    exist), V(missing_library) (the kubernetes library for live objects), V(cluster) (the API server refused
+    or could not be reached).
+  returned: failure
+  type: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
+from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - ansible-core requires PyYAML
+    yaml = None
+    YAML_IMPORT_ERROR = traceback.format_exc()
+else:
+    YAML_IMPORT_ERROR = None
+
+try:
+    from kubernetes import config as kube_config
+    from kubernetes.client import ApiClient
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+except ImportError:
+    kube_config = None
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+# (apiVersion, kind) read from each namespace, in this order; optional ones may be absent
+LIVE_KINDS = (
+    ("v1", "Pod", True),
+    ("apps/v1", "Deployment", True),
+    ("apps/v1", "StatefulSet", True),
+    ("apps/v1", "DaemonSet", True),
+    ("apps/v1", "ReplicaSet", True),
+    ("batch/v1", "Job", True),
+    ("batch/v1", "CronJob", False),
+    ("batch/v1beta1", "CronJob", False),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", False),
+)
+
+
+class ClusterError(Exception):
+    pass
+
+
+def api_client(kubeconfig, context):
+    try:
+        return DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig, context=context))
+    except Exception as exc:  # pylint: disable=broad-except
+        if kubeconfig or context:
+            raise ClusterError("cannot load kubeconfig %s: %s" % (kubeconfig or "(default)", exc))
+    try:
+        kube_config.load_incluster_config()
+        return DynamicClient(ApiClient())
+    except Exception as exc:  # pylint: disable=broad-except
+        raise ClusterError("no kubeconfig and not in a cluster: %s" % exc)
+
+
+def _list(client, api_version, kind, namespace=None):
+    try:
+        resource = client.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError:
+        return None
+    try:
+        return resource.get(namespace=namespace).to_dict().get("items") or []
+    except Exception as exc:  # pylint: disable=broad-except
+        where = " in %s" % namespace if namespace else ""
+        raise ClusterError("listing %s %s%s failed: %s" % (api_version, kind, where, exc))
+
+
+def live_objects(client, namespaces):
+    objects = []
+    for namespace in namespaces:
+        found = {}
+        cronjobs_read = False
+        for api_version, kind, required in LIVE_KINDS:
+            if kind == "CronJob" and cronjobs_read:
+                continue
+            items = _list(client, api_version, kind, namespace)
+            if items is None:
+                if required:
+                    raise ClusterError("the API server does not serve %s %s" % (api_version, kind))
+                continue
+            if kind == "CronJob":
+                cronjobs_read = True
+            for item in items:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+            found.setdefault(kind, []).extend(items)
+        checked_kinds = set(entry[1] for entry in LIVE_KINDS)
+        for kind in [entry[1] for entry in LIVE_KINDS]:
+            for item in found.pop(kind, []):
+                if not workload_rules.owned_by(item, checked_kinds):
+                    objects.append(workload_rules.live_view(item))
+    return objects
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            paths=dict(type="list", elements="path", default=[]),
+            objects=dict(type="list", elements="dict", default=[]),
+            namespaces=dict(type="list", elements="str", default=[]),
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            queues=dict(type="list", elements="dict"),
+            queues_from_cluster=dict(type="bool", default=False),
+            fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if yaml is None:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR,
+                         failure="missing_library")
+    if (params["namespaces"] or params["queues_from_cluster"]) and kube_config is None:
+        module.fail_json(msg=missing_required_lib("kubernetes") + " (for namespaces or queues_from_cluster)",
+                         exception=KUBERNETES_IMPORT_ERROR, failure="missing_library")
+    if not (params["paths"] or params["objects"] or params["namespaces"]):
+        module.fail_json(msg="nothing to check: give paths, objects or namespaces", failure="bad_input",
+                         parameter="paths")
+    for index, namespace in enumerate(params["namespaces"]):
+        if not queue_tree.NAME_RE.fullmatch(namespace or "") or "." in namespace:
+            module.fail_json(msg="namespaces[%d]=%r: must be a namespace name, for example gpu-trial" % (
+                index, namespace), failure="bad_input", parameter="namespaces")
+
+    queues = list(params["queues"]) if params["queues"] is not None else None
+    findings, checked, files = [], 0, []
+    try:
+        client = None
+        if params["namespaces"] or params["queues_from_cluster"]:
+            client = api_client(params["kubeconfig"], params["context"])
+        if params["queues_from_cluster"]:
+            cluster_queues = _list(client, queue_tree.API_VERSION, queue_tree.KIND)
+            if cluster_queues is None:
+                raise ClusterError("the cluster has no %s Queue resource: is KAI Scheduler installed?"
+                                   % queue_tree.API_VERSION)
+            queues = (queues or []) + cluster_queues
+        try:
+            findings, checked, files = workload_rules.lint_files(params["paths"], yaml.safe_load_all,
+                                                                 (yaml.YAMLError,), queues)
+        except (OSError, IOError) as exc:
+            module.fail_json(msg="paths: %s" % exc, failure="bad_input", parameter="paths")
+        for index, obj in enumerate(params["objects"]):
+            checked += len(list(workload_rules.expand([obj])))
+            findings.extend(workload_rules.lint([obj], queues, source="objects[%d]" % index))
+        if params["namespaces"]:
+            objects = live_objects(client, params["namespaces"])
+            checked += len(objects)
+            findings.extend(workload_rules.lint(objects, queues, source="cluster"))
+    except ClusterError as exc:
+        module.fail_json(msg=str(exc), failure="cluster")
+
+    if not checked:
+        module.warn("no Kubernetes objects were found to check: are the paths or namespaces right?")
+    errors = len([f for f in findings if f.severity == workload_rules.ERROR])
+    result = dict(
+        changed=False,
+        findings=[f.as_dict() for f in findings],
+        report=workload_rules.report(findings),
+        summary=workload_rules.summary(findings, checked),
+        error_count=errors,
+        warning_count=len(findings) - errors,
+        checked=checked,
+        files=files,
+    )
+    fail_on = params["fail_on"]
+    if (fail_on == "error" and errors) or (fail_on == "warning" and findings):
+        module.fail_json(msg="workload_lint: %s:\n%s" % (result["summary"], "\n".join(result["report"])),
+                         failure="violations", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The CI command users run on their own manifests: `ansible-playbook
+smshare.kai.lint_workloads -e workload_lint_paths=...` from their checkout,
+exit status and output as a pipeline sees them (no lab needed)."""
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+
+GOOD = {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "half-gpu", "labels": {"kai.scheduler/queue": "team-a"},
+                     "annotations": {"gpu-fraction": "0.5"}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "cuda"}]}}
+BAD_JOB = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "train", "annotations": {"kai.scheduler/batch-min-member": "8"}},
+           "spec": {"parallelism": 4, "template": {
+               "metadata": {"labels": {"kai.scheduler/queue": "research"}},
+               "spec": {"containers": [{"name": "w", "image": "cuda"}], "restartPolicy": "Never"}}}}
+
+
+def lint(cwd, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG="", ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"))
+    env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)
+    return subprocess.run(["ansible-playbook", "smshare.kai.lint_workloads", *extra],
+                          cwd=cwd, env=env, text=True, capture_output=True, check=False)
+
+
+def test_clean_manifests_pass_and_violations_fail_the_pipeline(tmp_path):
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "pod.yaml").write_text(yaml.safe_dump(GOOD))
+    clean = lint(tmp_path, "-e", "workload_lint_paths=k8s/")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "0 errors, 0 warnings in 1 object checked" in clean.stdout
+
+    (tmp_path / "k8s" / "jobs").mkdir()
+    (tmp_path / "k8s" / "jobs" / "train.yml").write_text(yaml.safe_dump(BAD_JOB))
+    failed = lint(tmp_path, "-e", "workload_lint_paths=k8s/,k8s/pod.yaml",
+                  "-e", '{"workload_lint_queues": [{"name": "research"}, {"name": "team-a", "parent": "research"}]}')
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    out = " ".join(failed.stdout.split())
+    job = "%s/k8s/jobs/train.yml: Job train: " % tmp_path
+    for line in (
+            "ERROR: " + job + "metadata.annotations[kai.scheduler/batch-min-member]: asks for 8 pods together but at "
+            "most 4 run at once (spec.parallelism is 4)",
+            "ERROR: " + job + "spec.template.metadata.labels[kai.scheduler/queue]: names queue 'research', which has "
+            "child queues (team-a)",
+            "ERROR: " + job + "spec.template.spec.schedulerName: is unset but the pod uses KAI",
+            "3 errors, 0 warnings in 3 objects checked: fix the findings listed above."):
+        assert line in out, (line, failed.stdout)
+
+
+def test_a_wrong_path_is_a_failure_not_a_pass(tmp_path):
+    proc = lint(tmp_path, "-e", "workload_lint_paths=nowhere/")
+    assert proc.returncode == 2
+    assert "no such file or directory" in proc.stdout

@@ -1,0 +1,108 @@
+"""The pilot in the lab, both ways: KAI's stand-in chart installed from the lab
+registry over oci:// at a pinned version, its stand-in scheduler placing the
+half-GPU pod and holding the gang back (the pilot passes), then the same
+scheduler with its gang rule broken (the pilot fails at step 4 and names the
+pods that started). Both runs must leave the cluster as they found it."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from lab_helpers import describe  # noqa: E402
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[3]
+PLAY = "playbooks/pilot.yml"
+KNOBS = ("-n", "smshare-lab", "configmap", "standin-knobs")
+
+
+def flat(text):
+    return " ".join(text.split()).replace("''", "'")
+
+
+def kai_leftovers(lab):
+    """What of KAI or the pilot is in the cluster: CRDs, namespaces, cluster roles."""
+    crds = [n for n in lab.kubectl("get", "crd", "-o", "name").stdout.split()
+            if n.endswith(".kai.scheduler") or n.endswith(".scheduling.run.ai")]
+    namespaces = [n for n in lab.kubectl("get", "ns", "-o", "name").stdout.split()
+                  if n in ("namespace/kai-scheduler", "namespace/gpu-trial", "namespace/kai-resource-reservation")]
+    return crds + namespaces
+
+
+def knob(lab, key, value):
+    patch = {"data": {key: value}} if value is not None else [{"op": "remove", "path": "/data/" + key.replace("/", "~1")}]
+    kind = "merge" if value is not None else "json"
+    lab.kubectl("patch", *KNOBS, "--type", kind, "-p", json.dumps(patch), check=value is not None)
+
+
+@pytest.fixture(scope="module")
+def pilot_lab(lab):
+    if not lab.node_tier:
+        pytest.fail("the pilot test needs the node tier (lab/labctl up --nodes)")
+    assert not kai_leftovers(lab), "the lab already has KAI: %s" % kai_leftovers(lab)
+    images = lab.playbook("playbooks/images.yml")   # the stand-in images at the forks' tag (no-op when built)
+    assert images.returncode == 0, describe(images)
+    pushed = subprocess.run([sys.executable, str(REPO / "lab/standin/charts/push-kai-release.py")],
+                            env=lab.env, text=True, capture_output=True, check=False)
+    assert pushed.returncode == 0, pushed.stderr
+    lab.kubectl("get", *KNOBS)  # labctl up --nodes makes it
+    yield lab
+    knob(lab, "kai-scheduler.gang", None)
+    lab.playbook(PLAY, "--tags", "pilot_cleanup")
+
+
+def test_bad_input_is_refused_before_any_change(pilot_lab):
+    proc = pilot_lab.playbook(PLAY, extra_vars={"kai_pilot_gpu_fraction": "1.5",
+                                                "kai_pilot_workload_namespace": "kai-scheduler"})
+    assert proc.returncode != 0, describe(proc)
+    out = flat(proc.stdout)
+    assert "the workloads must run in their own namespace, never in KAI's. Nothing was changed." in out
+    assert not kai_leftovers(pilot_lab)
+
+
+def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab):
+    proc = pilot_lab.playbook(PLAY)
+    out = flat(proc.stdout)
+    assert proc.returncode == 0, describe(proc)
+    for seen in (
+            "1. drivers: 2 GPU node(s), ",
+            "2. install: kai-scheduler-v0.0.0-standin v0.0.0-standin from oci://",
+            "/kai-scheduler/kai-scheduler/kai-scheduler in namespace kai-scheduler",
+            "kai-scheduler-default 1/1",
+            "3a. queues: gpu-pilot (leaf, GPU quota 1, limit 2) and gpu-pilot-gang (leaf, no limit) under "
+            "gpu-pilot-parent",
+            "3b. half-GPU pod gpu-trial/half-gpu (gpu-fraction 0.5, queue gpu-pilot): schedulerName kai-scheduler, "
+            "placed on smshare-lab-node-01 by kai-scheduler (\"Successfully assigned pod gpu-trial/half-gpu to node "
+            "smshare-lab-node-01 at node-pool default\")",
+            "3b. half-GPU pod finished Succeeded; it printed: ",
+            "4. gang Job gpu-trial/gang (queue gpu-pilot-gang, batch-min-member 9 = the pool's 8 GPUs + 1, 8 free): "
+            "9 pod(s), 0 placed within",
+            "the scheduler says: \"Unable to schedule the pod group of Job gang: 9 pods must start together "
+            "(kai.scheduler/batch-min-member), 8 fit now",
+            "cleanup: removed the release kai-scheduler, namespaces"):
+        assert seen in out, (seen, describe(proc))
+    assert "node                     GPUs  model" in proc.stdout
+    assert not kai_leftovers(pilot_lab)
+
+
+def test_a_scheduler_that_starts_gangs_partially_fails_the_pilot_and_it_still_cleans_up(pilot_lab):
+    knob(pilot_lab, "kai-scheduler.gang", "false")
+    try:
+        proc = pilot_lab.playbook(PLAY)
+    finally:
+        knob(pilot_lab, "kai-scheduler.gang", None)
+    out = flat(proc.stdout)
+    assert proc.returncode != 0, describe(proc)
+    # any placement is partial: 9 one-GPU pods can never run together on 8 GPUs (placed
+    # pods may finish and let the last ones in, so up to 9 can show as placed)
+    placed = re.search(r"(\d+) pod\(s\) of the gang were placed \(gang-", out)
+    assert placed and 1 <= int(placed.group(1)) <= 9, describe(proc)
+    assert "asks for all 9 at once and the pool has only 8 GPUs: they can never run together, so the gang " \
+           "started partially. The scheduler does not honour the gang rule." in out
+    assert re.search(r"9 pod\(s\), [1-9] placed within \d+s", out), describe(proc)
+    assert "cleanup: removed the release kai-scheduler" in out
+    assert not kai_leftovers(pilot_lab)

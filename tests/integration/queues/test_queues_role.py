@@ -1,0 +1,193 @@
+"""The queues role against the lab's real API server with the Queue CRD:
+a bad tree refused before any change, check mode, converge, changed=0 re-run,
+an update seen in --diff, prune (only what the role manages, never a queue a
+live pod still uses)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from lab_helpers import describe, recap  # noqa: E402
+
+pytestmark = pytest.mark.lab
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+PLAY = "playbooks/queues.yml"
+CRD = HERE / "files" / "queue-crd.yaml"
+NS = "qt-workloads"
+MANAGED = "app.kubernetes.io/managed-by=smshare.kai"
+
+TREE = [
+    {"name": "qt-research", "display_name": "Research", "resources": {
+        "gpu": {"quota": 2, "limit": -1}, "cpu": {"quota": 8000, "limit": 16000}}},
+    {"name": "qt-ml", "display_name": "ML", "parent": "qt-research", "priority": 200,
+     "resources": {"gpu": {"quota": 1.5, "limit": 2, "over_quota_weight": 2}}},
+    {"name": "qt-cv", "parent": "qt-research", "resources": {"gpu": {"quota": 0.5}}},
+    # a child of a queue this inventory does not manage (like the chart's default-parent-queue)
+    {"name": "qt-guest", "parent": "qt-external"},
+]
+
+
+def flat(text):
+    """Output as one line: the YAML callback folds long strings and doubles single quotes."""
+    return " ".join(text.split()).replace("''", "'")
+
+
+def queues(lab):
+    """{name: object} of the lab's Queue objects whose names start with qt-."""
+    items = json.loads(lab.kubectl("get", "queues.scheduling.run.ai", "-o", "json").stdout)["items"]
+    return {q["metadata"]["name"]: q for q in items if q["metadata"]["name"].startswith("qt-")}
+
+
+def converge(lab, tree, *args, prune=False, workload_queues=()):
+    extra = {"smshare_queues": tree, "smshare_queues_prune": prune, "smshare_workload_queues": list(workload_queues)}
+    return lab.playbook(PLAY, *args, extra_vars=extra)
+
+
+@pytest.fixture(scope="module")
+def cluster(lab):
+    had_crd = lab.kubectl("get", "crd", "queues.scheduling.run.ai", check=False).returncode == 0
+    if not had_crd:
+        lab.kubectl("apply", "-f", str(CRD))
+        lab.kubectl("wait", "--for=condition=Established", "crd/queues.scheduling.run.ai", "--timeout=30s")
+    lab.kubectl("delete", "queues.scheduling.run.ai", "-l", MANAGED, "--ignore-not-found")
+    # a queue someone else created: the role may hang queues under it but never prunes it
+    lab.kubectl("apply", "-f", "-", input_text=json.dumps({
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "qt-external"},
+        "spec": {"resources": {"gpu": {"quota": -1, "limit": -1}}}}))
+    lab.kubectl("create", "namespace", NS, check=False)
+    yield lab
+    lab.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false")
+    lab.kubectl("delete", "queues.scheduling.run.ai", "-l", MANAGED, "--ignore-not-found")
+    lab.kubectl("delete", "queues.scheduling.run.ai", "qt-external", "--ignore-not-found")
+    if not had_crd:
+        lab.kubectl("delete", "crd", "queues.scheduling.run.ai", "--ignore-not-found")
+
+
+def test_a_bad_tree_is_refused_before_any_change(cluster):
+    bad = TREE + [
+        {"name": "qt-a", "parent": "qt-b"}, {"name": "qt-b", "parent": "qt-a"},
+        {"name": "qt-lost", "parent": "qt-nowhere"},
+        {"name": "qt-tight", "resources": {"gpu": {"quota": 2, "limit": 1}}},
+        {"name": "qt-burst", "resources": {"cpu": {"quota": -1}}},
+    ]
+    bad[1] = dict(bad[1], resources={"gpu": {"quota": 1.8, "limit": 2}})   # 1.8 + 0.5 > 2
+    proc = converge(cluster, bad, workload_queues=["qt-research"])
+    assert proc.returncode != 0, describe(proc)
+    out = proc.stdout
+    for message in (
+            "queue qt-a: parentQueue forms a cycle: qt-a -> qt-b -> qt-a",
+            "queue qt-lost: parent 'qt-nowhere' does not exist: it is neither declared nor in the cluster",
+            "queue qt-tight: resources.gpu: limit 1 is below the quota 2 (GPUs)",
+            "queue qt-research: resources.gpu: the child queues' quotas add up to 2.3 (qt-cv 0.5, qt-ml 1.8), "
+            "more than this parent's quota 2 (GPUs)",
+            "queue qt-research: workloads name this queue (the inventory) but it has child queues (qt-cv, qt-ml)",
+            "queue qt-burst: resources.cpu: quota -1 means UNLIMITED",
+            "The queue tree has 5 problem(s), listed above",
+            "Nothing was changed."):
+        assert message in flat(out), (message, describe(proc))
+    assert recap(out)["changed"] == 0
+    assert set(queues(cluster)) == {"qt-external"}
+
+
+def test_check_mode_creates_nothing_then_converge_then_rerun_is_unchanged(cluster):
+    checked = converge(cluster, TREE, "--check", "--diff")
+    assert checked.returncode == 0, describe(checked)
+    assert recap(checked.stdout)["changed"] == 1, describe(checked)
+    assert "quota: 1.5" in checked.stdout
+    assert set(queues(cluster)) == {"qt-external"}
+
+    first = converge(cluster, TREE)
+    assert first.returncode == 0, describe(first)
+    found = queues(cluster)
+    assert set(found) == {"qt-external", "qt-research", "qt-ml", "qt-cv", "qt-guest"}
+    ml = found["qt-ml"]
+    assert ml["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "smshare.kai"}
+    assert ml["spec"] == {"displayName": "ML", "parentQueue": "qt-research", "priority": 200, "resources": {
+        "gpu": {"quota": 1.5, "limit": 2, "overQuotaWeight": 2},
+        "cpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+        "memory": {"quota": 0, "limit": -1, "overQuotaWeight": 1}}}
+    assert found["qt-guest"]["spec"]["parentQueue"] == "qt-external"
+    assert "5 queue(s): qt-cv (in qt-research), qt-external, qt-guest (in qt-external), qt-ml (in qt-research), " \
+           "qt-research." in flat(first.stdout)
+
+    again = converge(cluster, TREE, "--diff")
+    assert again.returncode == 0, describe(again)
+    assert recap(again.stdout)["changed"] == 0, describe(again)
+
+
+# The tests below run in file order on the state the one before left (one
+# converge, many assertions: each playbook run costs seconds).
+def test_an_update_shows_in_diff_and_a_dropped_queue_stays_without_prune(cluster):
+    changed = [dict(q) for q in TREE if q["name"] != "qt-cv"]
+    changed[1] = {k: v for k, v in changed[1].items() if k != "display_name"}
+    changed[1]["resources"] = {"gpu": {"quota": 1, "limit": 2, "over_quota_weight": 2}}
+    applied = converge(cluster, changed, "--diff")
+    assert applied.returncode == 0, describe(applied)
+    assert "-                quota: 1.5" in applied.stdout and "+                quota: 1" in applied.stdout, \
+        describe(applied)
+    assert "-        displayName: ML" in applied.stdout
+    found = queues(cluster)
+    assert found["qt-ml"]["spec"]["resources"]["gpu"]["quota"] == 1 and "displayName" not in found["qt-ml"]["spec"]
+    assert "qt-cv" in found
+
+
+def test_prune_never_removes_a_queue_a_pod_uses(cluster):
+    cluster.kubectl("-n", NS, "apply", "-f", "-", input_text=json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "uses-cv", "labels": {"kai.scheduler/queue": "qt-cv"}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "none"}]}}))
+    try:
+        refused = converge(cluster, [q for q in TREE if q["name"] != "qt-cv"], prune=True)
+    finally:
+        cluster.kubectl("-n", NS, "delete", "pod", "uses-cv", "--wait=false")
+    assert refused.returncode != 0, describe(refused)
+    assert "queue qt-cv: workloads name this queue (pod %s/uses-cv) but it would be pruned" % NS \
+        in flat(refused.stdout)
+    assert "qt-cv" in queues(cluster)
+
+
+def test_prune_removes_only_the_managed_queues_the_list_dropped(cluster):
+    pruned = converge(cluster, [q for q in TREE if q["name"] != "qt-cv"], "--diff", prune=True)
+    assert pruned.returncode == 0, describe(pruned)
+    assert "Pruned: qt-cv." in pruned.stdout
+    assert set(queues(cluster)) == {"qt-external", "qt-research", "qt-ml", "qt-guest"}
+
+
+def test_prune_with_an_empty_list_is_refused(cluster):
+    proc = converge(cluster, [], prune=True)
+    assert proc.returncode != 0
+    assert "would delete every queue this role manages" in flat(proc.stdout)
+
+
+def test_workload_lint_checks_live_objects_against_the_clusters_queues(cluster):
+    """The documented short command on live objects: controller-owned ReplicaSets and
+    pods are checked through their Deployment; what KAI's binder wrote on a bound pod
+    is not a finding."""
+    cluster.kubectl("-n", NS, "apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"}, "spec": {
+            "replicas": 1, "selector": {"matchLabels": {"app": "bad"}},
+            "template": {"metadata": {"labels": {"app": "bad", "kai.scheduler/queue": "qt-research"},
+                                      "annotations": {"gpu-fraction": "1.5"}},
+                         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "bound", "labels": {"kai.scheduler/queue": "qt-ml"},
+            "annotations": {"gpu-fraction": "0.5", "nvidia.com/container.c.gpus.devices": "GPU-0"}},
+         "spec": {"schedulerName": "kai-scheduler", "nodeName": "qt-no-such-node",
+                  "containers": [{"name": "c", "image": "x"}]}}]}))
+    args = {"namespaces": [NS], "queues_from_cluster": True, "kubeconfig": str(cluster.kubeconfig)}
+    proc = subprocess.run(["ansible", "localhost", "-m", "smshare.kai.workload_lint", "-a", json.dumps(args)],
+                          cwd=REPO, env=dict(cluster.env, ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                          text=True, capture_output=True, check=False)
+    assert proc.returncode == 2, describe(proc)
+    result = json.loads(proc.stdout.split("=>", 1)[1])
+    assert result["failure"] == "violations"
+    assert sorted((f["object"], f["rule"], f["field"]) for f in result["findings"]) == [
+        ("Deployment %s/bad" % NS, "gpu-fraction-range", "spec.template.metadata.annotations[gpu-fraction]"),
+        ("Deployment %s/bad" % NS, "queue-not-leaf", "spec.template.metadata.labels[kai.scheduler/queue]")]
+    assert result["summary"].startswith("2 errors, 0 warnings in ")
+    cluster.kubectl("-n", NS, "delete", "deployment", "bad", "--wait=false")
+    cluster.kubectl("-n", NS, "delete", "pod", "bound", "--wait=false", "--grace-period=0", "--force")

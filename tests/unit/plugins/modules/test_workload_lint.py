@@ -1,0 +1,124 @@
+# Apache-2.0
+"""workload_lint run in-process on files and objects (live objects: tests/integration/queues)."""
+import pytest
+import yaml
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.smshare.kai.plugins.modules import workload_lint
+
+GOOD = {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "half-gpu", "namespace": "gpu-trial", "labels": {"kai.scheduler/queue": "ml-team"},
+                     "annotations": {"gpu-fraction": "0.5"}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "gpu-workload"}]}}
+TREE = [{"name": "research"}, {"name": "ml-team", "parent": "research"}]
+
+
+class Done(Exception):
+    def __init__(self, result, failed):
+        super().__init__(result)
+        self.result, self.failed = result, failed
+
+
+def run(monkeypatch, args):
+    def exit_json(self, **kwargs):
+        raise Done(kwargs, False)
+
+    def fail_json(self, **kwargs):
+        raise Done(kwargs, True)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    with patch_module_args(args):
+        with pytest.raises(Done) as done:
+            workload_lint.main()
+    return done.value
+
+
+def with_label(queue):
+    obj = yaml.safe_load(yaml.safe_dump(GOOD))
+    obj["metadata"]["labels"]["kai.scheduler/queue"] = queue
+    return obj
+
+
+@pytest.fixture
+def manifests(tmp_path):
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(GOOD))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump_all([with_label("research"), with_label("nope")]))
+    return tmp_path
+
+
+def test_clean_manifests_pass(monkeypatch, tmp_path):
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(GOOD))
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "queues": TREE})
+    assert not done.failed
+    assert done.result["changed"] is False
+    assert done.result["summary"] == "0 errors, 0 warnings in 1 object checked"
+    assert done.result["files"] == [str(tmp_path / "ok.yaml")]
+
+
+def test_violations_fail_with_every_line(monkeypatch, manifests):
+    done = run(monkeypatch, {"paths": [str(manifests)], "queues": TREE})
+    assert done.failed and done.result["failure"] == "violations"
+    assert done.result["error_count"] == 2 and done.result["checked"] == 3
+    assert [f["rule"] for f in done.result["findings"]] == ["queue-not-leaf", "queue-unknown"]
+    assert done.result["msg"].splitlines()[0] == "workload_lint: 2 errors, 0 warnings in 3 objects checked:"
+    assert done.result["msg"].splitlines()[1].startswith(
+        "ERROR: %s#1: Pod gpu-trial/half-gpu: metadata.labels[kai.scheduler/queue]: names queue 'research'"
+        % (manifests / "bad.yaml"))
+
+
+def test_fail_on_never_reports_only(monkeypatch, manifests):
+    done = run(monkeypatch, {"paths": [str(manifests)], "queues": TREE, "fail_on": "never"})
+    assert not done.failed and done.result["error_count"] == 2 and len(done.result["report"]) == 2
+
+
+def test_fail_on_warning(monkeypatch):
+    unlabelled = yaml.safe_load(yaml.safe_dump(GOOD))
+    unlabelled["metadata"]["labels"] = {}
+    assert not run(monkeypatch, {"objects": [unlabelled]}).failed
+    done = run(monkeypatch, {"objects": [unlabelled], "fail_on": "warning"})
+    assert done.failed and done.result["warning_count"] == 1
+    assert done.result["findings"][0]["source"] == "objects[0]"
+
+
+def test_without_queues_the_tree_rules_are_skipped(monkeypatch, manifests):
+    assert not run(monkeypatch, {"paths": [str(manifests)]}).failed
+
+
+def test_a_path_that_does_not_exist(monkeypatch, tmp_path):
+    done = run(monkeypatch, {"paths": [str(tmp_path / "missing")]})
+    assert done.failed and done.result["failure"] == "bad_input" and done.result["parameter"] == "paths"
+    assert "no such file or directory" in done.result["msg"]
+
+
+def test_a_bad_namespace_is_refused_before_any_cluster_call(monkeypatch):
+    done = run(monkeypatch, {"namespaces": ["gpu-trial", "Bad_NS"]})
+    assert done.failed and done.result["failure"] == "bad_input"
+    assert done.result["msg"] == "namespaces[1]='Bad_NS': must be a namespace name, for example gpu-trial"
+
+
+def test_something_to_check_is_required(monkeypatch):
+    done = run(monkeypatch, {"fail_on": "never"})
+    assert done.failed and done.result["failure"] == "bad_input"
+    assert done.result["msg"] == "nothing to check: give paths, objects or namespaces"
+
+
+def test_nothing_found_is_a_warning(monkeypatch, tmp_path):
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    done = run(monkeypatch, {"paths": [str(tmp_path)]})
+    assert not done.failed and done.result["checked"] == 0
+    assert warned == ["no Kubernetes objects were found to check: are the paths or namespaces right?"]
+
+
+def test_unreachable_cluster_is_a_named_failure(monkeypatch, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+        "users": [{"name": "x", "user": {"token": "t"}}]}))
+    done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(kubeconfig)})
+    assert done.failed and done.result["failure"] == "cluster"
