@@ -136,7 +136,7 @@ def node_labels(library, loaded, hardware, operator_driver=None, current=None):
             "nvidia.com/cuda.driver.rev": parts[2],
         })
         if cuda:
-            major, _, minor = cuda.partition(".")
+            major, _sep, minor = cuda.partition(".")
             wanted.update({"nvidia.com/cuda.runtime-version.full": cuda,
                            "nvidia.com/cuda.runtime-version.major": major,
                            "nvidia.com/cuda.runtime-version.minor": minor or "0",
@@ -144,7 +144,7 @@ def node_labels(library, loaded, hardware, operator_driver=None, current=None):
                            "nvidia.com/cuda.runtime.minor": minor or "0"})
         if gpus:
             first = gpus[0]
-            cap_major, _, cap_minor = str(first.get("compute_cap", "8.0")).partition(".")
+            cap_major, _sep, cap_minor = str(first.get("compute_cap", "8.0")).partition(".")
             wanted.update({
                 "nvidia.com/gpu.product": re.sub(r"[^A-Za-z0-9_.-]", "-", first.get("name", "unknown")),
                 "nvidia.com/gpu.count": str(len(gpus)),
@@ -387,7 +387,7 @@ class Agent:
         self.last_status, self.last_status_at = key, time.time()
 
     def not_ready(self, message):
-        body, _ = self.node_status(ready=False, message=message)
+        body = self.node_status(ready=False, message=message)[0]
         try:
             self.api.request("PATCH", "/api/v1/nodes/%s/status" % self.name,
                              {"status": {"conditions": body["status"]["conditions"]}},

@@ -75,7 +75,7 @@ class NodeWatcher(threading.Thread):
             return [(t, d) for t, n, d in self.changes if n == name and t >= since and (field is None or field in d)]
 
     def states_of(self, name, since=0.0):
-        return [d["state"] for _, d in self.changes_of(name, since, "state")]
+        return [d["state"] for _when, d in self.changes_of(name, since, "state")]
 
     def wait_for(self, name, state, timeout, process=None):
         """True once `name` is in `state`; False after `timeout` or when `process` ended first."""

@@ -76,8 +76,8 @@ def fleet(lab, tmp_path_factory):
     lab.kubectl("cordon", cordoned)
     lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
     lab.kubectl("create", "namespace", NAMESPACE)
-    lab.kubectl("apply", "-f", "-", input_text=as_list(fractioning_daemonsets(NAMESPACE)
-                                                        + gpu_workloads(NAMESPACE, 4)))
+    lab.kubectl("apply", "-f", "-",
+                input_text=as_list(fractioning_daemonsets(NAMESPACE) + gpu_workloads(NAMESPACE, 4)))
     wait_until(lambda: len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)")) == 10
                and len(running(lab, "app=trainer")) == 4, 120, "the agents and the trainers to run")
     watcher = NodeWatcher(lab.kubeconfig, nodes)

@@ -20,8 +20,8 @@ def node(name, unschedulable=False, ready=True, labels=None, annotations=None):
 
 def fleet(*entries):
     """entries: (name, loaded branch, Node); returns (fleet, nodes) as the role passes them."""
-    return ([{"host": name, "node_name": name, "loaded_branch": branch} for name, branch, _ in entries],
-            [n for _, _, n in entries])
+    return ([{"host": name, "node_name": name, "loaded_branch": branch} for name, branch, _node in entries],
+            [entry[2] for entry in entries])
 
 
 def plan(entries, serial=1, max_unavailable="25%", branch=615):
