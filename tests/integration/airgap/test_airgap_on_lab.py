@@ -17,6 +17,12 @@ which a fresh namespace cannot reach. Why not a recording proxy: only
 proxy-aware HTTP clients would go through it (not DNS, apt inside the
 nodes, git or skopeo), so it could not show that nothing else reached out.
 
+The nodes' own apt sources are the site's business (its distribution
+mirror): the lab's GPU-node image lists deb.debian.org beside the lab's
+stand-in subset, so the module sets that entry aside while it runs (the
+first trace of this test caught apt on the nodes resolving and connecting
+to deb.debian.org).
+
 Two runs: site.yml from fresh fork clones and chart copies with cuda-keyring
 purged from the nodes (clone, keyring, apt, charts, helm), and the images
 play at a tag of its own (base images pulled from the mirror, builds, pushes,
@@ -134,16 +140,27 @@ def mirrors(lab, tmp_path_factory):
             "STANDIN_MAKE_RECORD": str(state / "fork-images" / "make-record.jsonl"),
             "GOPROXY": "http://127.0.0.1:1/goproxy", "GOSUMDB": "off"},
     }
-    return {"tmp": tmp, "overrides": overrides, "nets": lab_nets(lab)}
+    # An air-gapped node's own apt sources are the site's distribution mirror (the lab's
+    # stand-in subset): the lab image's deb.debian.org entry is set aside meanwhile.
+    for node in lab.gpu_nodes:
+        on_node(node, "sed", "-i", "s|^deb http://deb.debian.org|#airgap-test# deb http://deb.debian.org|",
+                "/etc/apt/sources.list")
+    yield {"tmp": tmp, "overrides": overrides, "nets": lab_nets(lab)}
+    for node in lab.gpu_nodes:
+        on_node(node, "sed", "-i", "s|^#airgap-test# ||", "/etc/apt/sources.list")
+
+
+def on_node(node, *argv):
+    proc = subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
 
 
 def test_the_converge_reaches_nothing_outside_the_mirrors(lab, mirrors):
     # Everything the converge would otherwise find in place: the nodes' keyring, the
     # fork clones and the chart copies (fresh folders above).
     for node in lab.gpu_nodes:
-        purge = subprocess.run(["podman", "exec", node, "dpkg", "--purge", "cuda-keyring"],
-                               capture_output=True, text=True, check=False)
-        assert purge.returncode == 0, purge.stderr
+        on_node(node, "dpkg", "--purge", "cuda-keyring")
     proc, trace = traced(lab, mirrors["tmp"], "site", "site.yml", mirrors["overrides"])
     assert proc.returncode == 0, describe(proc)
     for node in lab.gpu_nodes:
