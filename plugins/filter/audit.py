@@ -103,9 +103,8 @@ def audit_driver(info, host, branch, version=None, pin_package=None, fabricmanag
     # The loaded driver.
     state = driver.get("state")
     if state != "ok":
-        add("loaded driver", "state", "ok", state or ABSENT,
-            "loaded module %s, library %s" % (driver.get("kernel_module_version") or "none",
-                                               driver.get("library_version") or "none"))
+        modules = (driver.get("kernel_module_version") or "none", driver.get("library_version") or "none")
+        add("loaded driver", "state", "ok", state or ABSENT, "loaded module %s, library %s" % modules)
     else:
         loaded = str(driver.get("version") or "")
         if str(driver.get("branch")) != branch:
@@ -272,8 +271,8 @@ def audit_markdown(report):
         lines += ["Generated %s." % report["generated"], ""]
     checked = report.get("checked") or {}
     if checked:
-        lines += ["Checked: " + "; ".join("%s: %s" % (k, ", ".join(map(str, v)) if isinstance(v, list) else v)
-                                           for k, v in sorted(checked.items())), ""]
+        parts = ["%s: %s" % (k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in sorted(checked.items())]
+        lines += ["Checked: " + "; ".join(parts), ""]
     if not report.get("drift"):
         lines.append("No drift: every node, release, image and queue matches the inventory.")
         return "\n".join(lines) + "\n"

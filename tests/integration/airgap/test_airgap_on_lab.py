@@ -177,7 +177,7 @@ def test_the_converge_reaches_nothing_outside_the_mirrors(lab, mirrors):
     assert outside(found, mirrors["nets"]) == [], describe(proc)
     # The stand-in CUDA repository (the mirror) was used by apt on the nodes.
     apt_port = int(lab.standin_apt_url.rsplit(":", 1)[1].split("/")[0])
-    assert any(port == apt_port for _, port in found), counts
+    assert any(port == apt_port for _address, port in found), counts
 
 
 def test_the_images_build_pulls_its_base_images_from_the_mirror(lab, mirrors):
@@ -194,7 +194,7 @@ def test_the_images_build_pulls_its_base_images_from_the_mirror(lab, mirrors):
     found = destinations(trace)
     assert found and outside(found, mirrors["nets"]) == [], describe(proc)
     registry_port = int(lab.registry.address.rsplit(":", 1)[1])
-    assert any(port == registry_port for _, port in found)
+    assert any(port == registry_port for _address, port in found)
     manifest = json.loads((mirrors["tmp"] / "manifest.json").read_text())
     assert manifest["tag"] == "airgap-test" and manifest["images"]
     # Again: every name already holds its mirror's image, so nothing is pulled anew or tagged.

@@ -169,6 +169,6 @@ def test_queue_drift_is_named(lab, converged, tmp_path):
 
 
 def test_no_drift_once_every_drift_is_undone(lab, converged, tmp_path):
-    proc, report, _ = audit(lab, tmp_path, "restored")
+    proc, report, _markdown = audit(lab, tmp_path, "restored")
     assert proc.returncode == 0, describe(proc)
     assert report["findings"] == [], report["findings"]

@@ -169,6 +169,7 @@ def test_the_airgap_inventory_reaches_no_outside_location(host, group):
         for found in hosts:
             assert found.endswith(".corp.internal") and found not in OUTSIDE, (name, value)
 
+
 def test_the_production_inventory_does_reach_outside():
     """The check above can fail: inventories/a100 names GitHub and ghcr.io."""
     assert locations(rendered("a100", "build-01", ["fork_images_kai_scheduler_repo_url"])
