@@ -120,7 +120,7 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
     # The pods were pulled from the lab registry at the digests the images role recorded.
     recorded = {(i["fork"], i["service"]): i["digest"] for i in manifest(lab)["images"]}
     registry = lab_vars(lab)["smshare_lab_registry_address"] + "/kai-fork"
-    for namespace, fork in (("kai-scheduler", "kai-scheduler"), ("gpu-fractioning", "kai-gpu-fractioning")):
+    for namespace, fork in (("kai-scheduler", "kai_scheduler"), ("gpu-fractioning", "gpu_fractioning")):
         pods = kube_json(lab, "-n", namespace, "get", "pods")["items"]
         assert pods
         for pod in pods:
@@ -292,7 +292,7 @@ spec:
 # ------------------------------------------------------------------ images
 def test_a_digest_that_differs_from_the_manifest_is_named(lab, converged, tmp_path):
     doctored = manifest(lab)
-    binder = next(i for i in doctored["images"] if (i["fork"], i["service"]) == ("kai-scheduler", "binder"))
+    binder = next(i for i in doctored["images"] if (i["fork"], i["service"]) == ("kai_scheduler", "binder"))
     real, binder["digest"] = binder["digest"], "sha256:" + "0" * 64
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(doctored))
