@@ -120,13 +120,14 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
     # The pods were pulled from the lab registry at the digests the images role recorded.
     recorded = {(i["fork"], i["service"]): i["digest"] for i in manifest(lab)["images"]}
     registry = lab_vars(lab)["smshare_lab_registry_address"] + "/kai-fork"
-    for namespace, fork in (("kai-scheduler", "kai_scheduler"), ("gpu-fractioning", "gpu_fractioning")):
+    forks = (("kai-scheduler", "kai-scheduler", "kai_scheduler"), ("gpu-fractioning", "kai-gpu-fractioning", "gpu_fractioning"))
+    for namespace, path, fork in forks:
         pods = kube_json(lab, "-n", namespace, "get", "pods")["items"]
         assert pods
         for pod in pods:
             for status in pod["status"]["containerStatuses"]:
                 repo, digest = status["imageID"].split("@")
-                assert repo.startswith(f"{registry}/{fork}/"), status
+                assert repo.startswith(f"{registry}/{path}/"), status
                 assert digest == recorded[(fork, repo.rsplit("/", 1)[1])], status
             assert pod["spec"]["imagePullSecrets"] == [{"name": "kai-fork-registry"}], pod["metadata"]["name"]
     secret = kube_json(lab, "-n", "kai-scheduler", "get", "secret", "kai-fork-registry")
