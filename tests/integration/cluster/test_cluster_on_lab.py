@@ -97,7 +97,10 @@ def converged(lab):
     proc = lab.playbook("site.yml")
     print(f"\n[cluster] site.yml converge: {time.monotonic() - started:.0f} s")
     assert_hosts(lab, proc, failed=0)
-    return proc
+    yield proc
+    # Leave the shared lab without KAI for the tests after this module (the
+    # pilot refuses a cluster that has KAI's CRDs).
+    lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True, "uninstall_force": True})
 
 
 def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
