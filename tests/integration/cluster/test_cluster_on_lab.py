@@ -327,8 +327,12 @@ def foreign_binder(lab, converged):
     lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
     # The node now holds the same image under both names and may report the
     # foreign one as the pod's image ID: drop that name, restart binder.
-    subprocess.run(["ctr", "--address", lab_vars(lab)["smshare_lab_node_tier"]["cri_socket"], "-n", "k8s.io",
-                    "images", "rm", foreign], capture_output=True, check=False)
+    # Every name of it: the tag and the repo@sha256 reference the CRI adds on pull.
+    ctr = ["ctr", "--address", lab_vars(lab)["smshare_lab_node_tier"]["cri_socket"], "-n", "k8s.io", "images"]
+    names = subprocess.run([*ctr, "ls", "-q"], capture_output=True, text=True, check=False).stdout.split()
+    stale = [n for n in names if n.startswith(foreign.rsplit(":", 1)[0] + ":") or n.startswith(foreign.rsplit(":", 1)[0] + "@")]
+    if stale:
+        subprocess.run([*ctr, "rm", *stale], capture_output=True, check=False)
     lab.kubectl("-n", "kai-scheduler", "delete", "pod", "-l", "app=binder", "--wait=true", check=False)
     lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
 
