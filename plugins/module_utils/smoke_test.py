@@ -195,6 +195,7 @@ def binder_decision(pod, container=CONTAINER):
     notes = meta.get("annotations") or {}
     problems = []
     decision = {"pod": meta.get("name"), "node": (pod.get("spec") or {}).get("nodeName"),
+                "scheduler": (pod.get("spec") or {}).get("schedulerName") or "default-scheduler",
                 "gpu_group": (meta.get("labels") or {}).get(GPU_GROUP_LABEL),
                 "annotations": dict(sorted((k, v) for k, v in notes.items() if k.startswith("nvidia.com/"))),
                 "portion": None, "memory_request_mib": None, "memory_limit_mib": None, "devices": []}
@@ -321,6 +322,9 @@ def check_binder(node, decisions, fraction):
     problems = []
     for d in decisions:
         problems.extend("%s: %s" % (d["pod"], p) for p in d["problems"])
+        if d.get("scheduler", SCHEDULER) != SCHEDULER:
+            problems.append("%s: placed by %s, not %s: gpu-fraction was ignored and the pod holds no share"
+                            % (d["pod"], d["scheduler"], SCHEDULER))
         if d["portion"] is None:
             problems.append("%s: no %s annotation (is global.gpuSharingMode NvFractions?)" % (d["pod"], PORTION))
         elif abs(d["portion"] - fraction) > EPSILON:

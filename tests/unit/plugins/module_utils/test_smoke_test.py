@@ -188,6 +188,13 @@ def test_binder_fails(b, words):
     assert words in check["message"]
 
 
+def test_binder_names_another_scheduler():
+    pod = bound("fraction-smoke-b", portion=None, memory=None, gpu=None)
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    check = st.check_binder("n", decisions(bound("fraction-smoke-a"), pod), 0.5)
+    assert not check["passed"] and "placed by default-scheduler, not kai-scheduler" in check["message"]
+
+
 def test_binder_portions_over_one():
     pods = [bound("fraction-smoke-a", portion="0.6"), bound("fraction-smoke-b", portion="0.6")]
     check = st.check_binder("n", decisions(*pods), 0.6)
