@@ -359,13 +359,19 @@ class Scheduler:
         group = "%s-gpu%s" % (node, index)
         name = "gpu-reservation-" + hashlib.sha256(("%s/%s" % (node, group)).encode()).hexdigest()[:16]
         path = "/api/v1/namespaces/%s/pods/%s" % (res["namespace"], name)
-        try:
-            found = self.kube.get(path)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            found = None
-        if found is None or found["metadata"].get("deletionTimestamp"):
+        deadline = time.time() + float(settings.get("kai-binder.allocation-timeout", "60") or 60)
+        while True:
+            try:
+                found = self.kube.get(path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                found = None
+            # a reservation pod on its way out is not reused: wait for it to go
+            if found is None or not found["metadata"].get("deletionTimestamp") or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        if found is None:
             image = res.get("image") or {}
             spec = {"nodeName": node, "serviceAccountName": res["serviceAccountName"], "containers": [{
                 "name": "resource-reservation",
@@ -377,16 +383,15 @@ class Scheduler:
                         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]}
             if res.get("runtimeClassName"):
                 spec["runtimeClassName"] = res["runtimeClassName"]
-            if found is None:
-                self.kube.create("/api/v1/namespaces/%s/pods" % res["namespace"], {
-                    "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": res["namespace"],
-                                 "labels": {"app": res["appLabel"], GPU_GROUP: group},
-                                 "annotations": {INDEX_ANNOTATION: str(index)}},
-                    "spec": spec})
-                log("Successfully created GPU resource reservation pod", node=node, name=name, gpuGroup=group)
+            self.kube.create("/api/v1/namespaces/%s/pods" % res["namespace"], {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": res["namespace"],
+                             "labels": {"app": res["appLabel"], GPU_GROUP: group},
+                             "annotations": {INDEX_ANNOTATION: str(index)}},
+                "spec": spec})
+            log("Successfully created GPU resource reservation pod", node=node, name=name, gpuGroup=group)
         deadline = time.time() + float(settings.get("kai-binder.allocation-timeout", "60") or 60)
-        while time.time() < deadline:
+        while time.time() < deadline:   # the reservation pod finds its GPU
             try:
                 current = self.kube.get(path)
             except ApiError:
