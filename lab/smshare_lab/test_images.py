@@ -51,6 +51,7 @@ def up(registry):
             (folder / "base.tar").hardlink_to(base)
             for tool in ("gpuview.py", "nvidia-smi", "deviceQuery"):
                 (folder / tool).write_bytes((TOOLS / tool).read_bytes())
+                (folder / tool).chmod(0o755)
             lines = ["FROM scratch", "ADD base.tar /",
                      "COPY gpuview.py /usr/lib/nvidia-standin/gpuview.py",
                      "COPY nvidia-smi /usr/bin/nvidia-smi",
