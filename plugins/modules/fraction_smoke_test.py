@@ -676,9 +676,12 @@ def run_smoke(module, smoke, pods, dq, run_info):
     names = [m["metadata"]["name"] for m in pods + ([dq] if dq else [])]
     timeout = int(module.params["timeout"])
 
+    started = time.time()
+
     def not_ready(pending):
         run_info["pending"] = pending
-        return st.SmokeError("pods not ready after %ss: %s" % (timeout, "; ".join("%s (%s): %s" % (
+        waited = int(time.time() - started)
+        return st.SmokeError("pods not ready after %ss (timeout %ss): %s" % (waited, timeout, "; ".join("%s (%s): %s" % (
             p["pod"], p["phase"], " | ".join("%s: %s" % (c["cause"], c["message"]) for c in p["causes"]))
             for p in pending)), "pending")
 
