@@ -262,7 +262,9 @@ NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 NODE_RE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
-DEFINITIVE = ("scheduler_name", "queue_label_missing", "queue_unknown", "queue_not_leaf", "no_gpu_nodes",
+# causes waiting cannot fix (a missing queue label is not one: KAI's podgrouper may
+# put the pod in default-queue, so it is only named when the pod is still Pending)
+DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes",
               "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated")
 POLL = 1.0
 

@@ -4,8 +4,8 @@
 site.yml converges the lab and its last play, the smoke test, passes on the
 node -> the module alone: every check passes, reports written, no pod left ->
 each misbehaviour knob fails its check and only that one -> pods that cannot
-be placed or cannot start are diagnosed (unknown queue, non-leaf queue, no
-queue label, another scheduler, a reservation pod without the nvidia
+be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
+scheduler, a reservation pod without the nvidia
 RuntimeClass) -> an interrupted run deletes its pods; a killed one leaves them
 and the next run removes them first.
 """
@@ -125,7 +125,6 @@ def test_each_misbehaviour_fails_its_check_only(lab, converged, key, check, sm):
 @pytest.mark.parametrize("case, cause", [
     ({"queue": "no-such-queue"}, "queue_unknown"),
     ({"queue": "default-parent-queue"}, "queue_not_leaf"),
-    ({"queue": ""}, "queue_label_missing"),
 ])
 def test_pods_that_cannot_be_placed_are_diagnosed(lab, converged, case, cause):
     result = smoke(lab, measure_sm_share=False, settle=10, **case)
