@@ -450,8 +450,12 @@ def _one_gpu(decisions):
 
 
 # ---------------------------------------------------------------- why pending
+# Warnings that never explain a Pending pod (a cluster without DNS for pods).
+NOISE = ("MissingClusterDNS",)
+
+
 def _events_text(events):
-    return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events]
+    return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events if e.get("reason") not in NOISE]
 
 
 def _conditions(obj):
@@ -519,7 +523,7 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
                 add("container_terminated", "container %s exited: %s (exit %s)" % (
                     cs.get("name"), terminated.get("reason"), terminated.get("exitCode")))
         if not causes:
-            warnings = [e for e in events if e.get("type") == "Warning"]
+            warnings = [e for e in events if e.get("type") == "Warning" and e.get("reason") not in NOISE]
             add("not_ready", "bound to %s but not Ready%s" % (
                 spec["nodeName"], ": " + "; ".join(_events_text(warnings[-3:])) if warnings else ""))
         return causes
@@ -561,7 +565,8 @@ def _reservation_problem(pod, events, runtime_classes):
     name = meta.get("name")
     if (meta.get("annotations") or {}).get(RESERVATION_GPU_ANNOTATION):
         return None
-    mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name and e.get("type") == "Warning"]
+    mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name and e.get("type") == "Warning"
+            and e.get("reason") not in NOISE]
     bits = []
     runtime = spec.get("runtimeClassName")
     if not runtime:
