@@ -227,7 +227,7 @@ def parse_env(text):
     found = {}
     for line in (text or "").splitlines():
         if "=" in line and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", line):
-            name, _, value = line.partition("=")
+            name, value = line.split("=", 1)
             found[name] = value
     return found
 
@@ -366,12 +366,12 @@ def check_injection(node, decisions, envs):
             if name not in env:
                 problems.append("%s: %s not injected" % (who, name))
         if ENV_DEVICES in env and d["devices"] and env[ENV_DEVICES] != ",".join(d["devices"]):
-            problems.append("%s: %s=%s but the binder chose %s" % (who, ENV_DEVICES, env[ENV_DEVICES],
-                                                                  ",".join(d["devices"])))
+            chosen = ",".join(d["devices"])
+            problems.append("%s: %s=%s but the binder chose %s" % (who, ENV_DEVICES, env[ENV_DEVICES], chosen))
         for name, key in ((ENV_MEMORY_LIMIT, "memory_limit_mib"), (ENV_MEMORY_REQUEST, "memory_request_mib")):
             if name in env and d[key] is not None and env[name].strip() != str(d[key]):
-                problems.append("%s: %s=%s but the binder's %s is %d MiB" % (who, name, env[name], key[:-4]
-                                                                            .replace("_", " "), d[key]))
+                what = key[:-4].replace("_", " ")
+                problems.append("%s: %s=%s but the binder's %s is %d MiB" % (who, name, env[name], what, d[key]))
         if ENV_PERCENTAGE in env and d["portion"] is not None:
             wanted = expected_percentage(d["portion"])
             if env[ENV_PERCENTAGE].strip() != str(wanted):
@@ -625,7 +625,7 @@ def _cell(value):
 
 def table(rows):
     """The per-node/GPU table as text lines (a person reads it in the task output)."""
-    cells = [[title for _, title in COLUMNS]] + [[_cell(r.get(k)) for k, _ in COLUMNS] for r in rows]
+    cells = [[column[1] for column in COLUMNS]] + [[_cell(r.get(column[0])) for column in COLUMNS] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     return ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
 
@@ -642,10 +642,10 @@ def markdown(runs):
         ok = run.get("passed")
         out += ["## Node %s: %s" % (run.get("node") or "any", "passed" if ok else "FAILED"), ""]
         if run.get("rows"):
-            out.append("| " + " | ".join(t for _, t in COLUMNS) + " |")
+            out.append("| " + " | ".join(column[1] for column in COLUMNS) + " |")
             out.append("|" + "---|" * len(COLUMNS))
             for row in run["rows"]:
-                out.append("| " + " | ".join(_cell(row.get(k)).replace("|", "\\|") for k, _ in COLUMNS) + " |")
+                out.append("| " + " | ".join(_cell(row.get(column[0])).replace("|", "\\|") for column in COLUMNS) + " |")
             out.append("")
         for c in run.get("checks") or []:
             out.append("- **%s** %s: %s" % ("PASS" if c["passed"] else "FAIL", c["title"],

@@ -144,13 +144,12 @@ attributes:
     details: The cluster is left as it was found; C(changed) is true only when leftovers of an interrupted run
       were deleted.
 notes:
+  - The role P(smshare.kai.smoke_test#role) runs it on every GPU node in parallel.
   - Uses the C(kubernetes) Python library (the one kubernetes.core needs) for the API, C(exec) and logs.
   - "The MPS namespace of a pod is found by the pod's UID or C(<namespace>_<name>) in its name
     (unverified: fractiond's naming)."
 requirements:
   - kubernetes (Python library)
-seealso:
-  - role: smshare.kai.smoke_test
 """
 
 EXAMPLES = r"""
@@ -178,13 +177,28 @@ checks:
   type: list
   elements: dict
   contains:
-    check: {description: The check's name., type: str, sample: mps}
-    title: {description: What it proves., type: str}
-    node: {description: The node the pods ran on., type: str}
-    gpu: {description: The GPU UUID the binder chose (null when the pods disagree)., type: str}
-    passed: {description: Whether it held., type: bool}
-    message: {description: What was seen, or what is wrong., type: str}
-    evidence: {description: The values read (annotations, variables, MPS rows, outputs)., type: dict}
+    check:
+      description: The check's name.
+      type: str
+      sample: mps
+    title:
+      description: What it proves.
+      type: str
+    node:
+      description: The node the pods ran on.
+      type: str
+    gpu:
+      description: The GPU UUID the binder chose (null when the pods disagree).
+      type: str
+    passed:
+      description: Whether it held.
+      type: bool
+    message:
+      description: What was seen, or what is wrong.
+      type: str
+    evidence:
+      description: The values read (annotations, variables, MPS rows, outputs).
+      type: dict
 rows:
   description: The per-node/GPU table as data (node, gpu, pod, portion, memory cap, injected and MPS percentage,
     memory and SMs seen).
@@ -320,8 +334,8 @@ class Cluster(object):
 
     def __init__(self, kubeconfig, context):
         try:
-            if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(
-                    os.path.expanduser("~/.kube/config")):
+            home_config = os.path.join(os.environ.get("HOME", "/"), ".kube", "config")
+            if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(home_config):
                 api = kconfig.new_client_from_config(config_file=kubeconfig, context=context)
             else:
                 kconfig.load_incluster_config()
@@ -336,10 +350,9 @@ class Cluster(object):
     def _call(self, what, func, *args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except ApiException as exc:
-            raise st.SmokeError("%s: %s %s" % (what, getattr(exc, "status", ""), getattr(exc, "reason", exc)),
-                                "cluster")
         except Exception as exc:  # pylint: disable=broad-except
+            if isinstance(exc, ApiException):
+                raise st.SmokeError("%s: %s %s" % (what, exc.status, exc.reason), "cluster")
             raise st.SmokeError("%s: %s" % (what, exc), "cluster")
 
     def _dict(self, obj):
@@ -513,8 +526,8 @@ class Smoke(object):
         mpsd = self.cluster.pods(self.p["mpsd_namespace"], self.p["mpsd_selector"], "spec.nodeName=%s" % node)
         command = ["nvidia-cuda-mps-control", "-p", "3", "namespace", "list", "--server=%s" % self.p["mps_server"]]
         if not mpsd:
-            raise st.SmokeError("no mpsd pod (%s) on node %s in %s" % (self.p["mpsd_selector"], node,
-                                                                      self.p["mpsd_namespace"]), "failed")
+            where = (self.p["mpsd_selector"], node, self.p["mpsd_namespace"])
+            raise st.SmokeError("no mpsd pod (%s) on node %s in %s" % where, "failed")
         pod = mpsd[0]
         out, err, rc = self.cluster.exec_(self.p["mpsd_namespace"], pod["metadata"]["name"], command)
         shown = "kubectl -n %s exec %s -- %s" % (self.p["mpsd_namespace"], pod["metadata"]["name"], " ".join(command))
@@ -611,7 +624,7 @@ def main():
             name_suffix=dict(type="str"),
             image=dict(type="str", default=st.DEFAULT_IMAGE),
             devicequery_image=dict(type="str", default=st.DEFAULT_DEVICEQUERY_IMAGE),
-            image_pull_secrets=dict(type="list", elements="str", default=[]),
+            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
             image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"]),
             runtime_class=dict(type="str", default="nvidia"),
             scheduler_name=dict(type="str", default=st.SCHEDULER),

@@ -327,7 +327,7 @@ def test_pending_queue_not_leaf():
 
 
 def test_pending_queues_unreadable_skips_queue_rules():
-    names, _ = causes(pending(labels={"kai.scheduler/queue": "nope"}), queues=None)
+    names = causes(pending(labels={"kai.scheduler/queue": "nope"}), queues=None)[0]
     assert "queue_unknown" not in names
 
 
@@ -377,7 +377,7 @@ def test_pending_reservation_pod_runtime_class_missing():
 
 def test_pending_reservation_pod_that_works_is_not_a_cause():
     res = reservation_pod(gpu=GPU, phase="Running")
-    names, _ = causes(pending(), reservation_pods=[res], runtime_classes=["nvidia"])
+    names = causes(pending(), reservation_pods=[res], runtime_classes=["nvidia"])[0]
     assert "reservation_pod_failed" not in names
 
 
