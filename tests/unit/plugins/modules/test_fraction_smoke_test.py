@@ -2,7 +2,7 @@
 """fraction_smoke_test run in-process against a fake API (the class Cluster
 replaced): bad input, check mode, the happy path, a failing check, a pod that
 stays Pending, an interruption and leftovers of a killed run. Every path ends
-with no test pod left. The real API, exec and logs: tests/integration/smoke."""
+with no test pod left. The real API, exec and logs: tests/integration/cluster/test_smoke_on_lab.py."""
 import os
 import signal
 import xml.etree.ElementTree as ET

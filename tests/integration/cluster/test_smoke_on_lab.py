@@ -1,9 +1,8 @@
 """The smoke test on the lab's GPU data plane (stand-ins: lab/standin/charts/CONTRACT.md,
-"The GPU data plane"), one session, in file order:
+"The GPU data plane"), on the directory's one converge (conftest.py), in file order:
 
-site.yml converges the lab and its last play, the smoke test, passes on the
-node -> the module alone: every check passes, reports written, no pod left ->
-each misbehaviour knob fails its check and only that one -> pods that cannot
+site.yml's last play, the smoke test, passed on the node -> the module alone:
+every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> pods that cannot
 be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
 scheduler, a reservation pod without the nvidia
 RuntimeClass) -> an interrupted run deletes its pods; a killed one leaves them
@@ -18,22 +17,14 @@ import time
 import pytest
 import yaml
 
+from cluster_helpers import knob
 from lab_helpers import describe
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 
-MODULE = "tests/integration/smoke/playbooks/module.yml"
+MODULE = "tests/integration/cluster/playbooks/smoke_module.yml"
 NAMESPACE = "default"
 SELECTOR = "app.kubernetes.io/managed-by=smshare.kai.fraction_smoke_test"
-
-
-def knob(lab, key, value=None):
-    if value is None:
-        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "json",
-                    "-p", json.dumps([{"op": "remove", "path": "/data/" + key}]), check=False)
-    else:
-        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "merge",
-                    "-p", json.dumps({"data": {key: value}}))
 
 
 def smoke(lab, **case):
@@ -56,17 +47,6 @@ def our_pods(lab):
 
 def failed_checks(result):
     return sorted(c["check"] for c in result.get("checks", []) if not c["passed"])
-
-
-@pytest.fixture(scope="module")
-def converged(lab):
-    if not lab.node_tier:
-        pytest.fail("the lab has no node tier (labctl up --nodes)")
-    started = time.monotonic()
-    proc = lab.playbook("site.yml")
-    print("\n[smoke] site.yml converge, smoke play included: %.0f s" % (time.monotonic() - started))
-    assert proc.returncode == 0, describe(proc)
-    return proc
 
 
 def test_site_ends_with_the_smoke_test_passing(lab, converged):
