@@ -3,7 +3,7 @@
 #   make test   set up this machine and run every test (what CI runs)
 SHELL := /bin/bash
 
-.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration release bench
+.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests release bench
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -21,7 +21,7 @@ test: bootstrap
 	bash scripts/test.sh
 
 # Single stages, for a quicker loop once `make bootstrap` has run.
-lint sanity unit integration release:
+lint sanity unit integration lab-tests other-tests release:
 	bash scripts/test.sh $@
 
 bench: bootstrap

@@ -137,7 +137,7 @@ def test_the_readme_table_lists_the_knobs_the_airgap_inventory_sets():
     text = "".join(p.read_text(encoding="utf-8") for p in (REPO / "inventories" / "airgap").rglob("*.yml"))
     # Knobs with a default that is already local (the charts' paths in the fork checkout),
     # pieces of a knob (the mirror login) and another branch's knobs are not set there.
-    not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smshare_smoke_*_image"}
+    not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smoke_test_image_pull_credentials"}
     for knob in knobs:
         if knob not in not_set:
             assert re.search(r"(^|[^a-z_])%s:" % re.escape(knob), text, re.M), knob
@@ -152,7 +152,8 @@ def test_the_airgap_inventory_reaches_no_outside_location(host, group):
                         "fork_images_binfmt_image", "fork_images_base_images", "fork_images_build_environment"],
         "k8s_controller": ["kai_pilot_chart_ref", "kai_pilot_chart_values", "kai_pilot_pod_image",
                            "gpu_operator_chart_repo_url", "gpu_operator_driver_repository",
-                           "kai_scheduler_registry", "gpu_fractioning_registry"],
+                           "kai_scheduler_registry", "gpu_fractioning_registry",
+                           "smoke_test_image", "smoke_test_devicequery_image"],
     }[group]
     values = rendered("airgap", host, knobs)
     for name in knobs:
