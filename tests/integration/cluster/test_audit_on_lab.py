@@ -1,5 +1,5 @@
-"""playbooks/audit.yml on the lab: one converge (site.yml, then the queues
-play), then
+"""playbooks/audit.yml on the directory's one converge (conftest.py) plus the
+queues play, then
 
 no drift (exit 0, reports written, the cluster and the nodes unchanged by a
 normal run) -> for each kind of drift (driver, release, image, queue): make
@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from cluster_helpers import kube_json
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -19,11 +20,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 AUDIT = "playbooks/audit.yml"
 PIN = "nvidia-driver-pinning-615"
 PROBE_POD = "smshare-audit-foreign"
-
-
-def kube_json(lab, *args):
-    proc = lab.kubectl(*args, "-o", "json", check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
 def helm(lab, *args):
@@ -75,17 +71,13 @@ def assert_drift(proc, report, markdown, area, obj, field, wanted, found):
 
 
 @pytest.fixture(scope="module")
-def converged(lab):
-    if not lab.gpu_nodes or not lab.node_tier:
-        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
-    started = time.monotonic()
-    for play in ("site.yml", "playbooks/queues.yml"):
-        proc = lab.playbook(play)
-        assert proc.returncode == 0, describe(proc)
-    print(f"\n[audit] converge (site.yml + queues.yml): {time.monotonic() - started:.0f} s")
+def with_queues(lab, converged):
+    """The inventory's queues on the converged lab (the audit compares them too)."""
+    proc = lab.playbook("playbooks/queues.yml")
+    assert proc.returncode == 0, describe(proc)
 
 
-def test_no_drift_after_a_converge_and_the_audit_changes_nothing(lab, converged, tmp_path):
+def test_no_drift_after_a_converge_and_the_audit_changes_nothing(lab, with_queues, tmp_path):
     before = state(lab)
     proc, report, markdown = audit(lab, tmp_path, "clean")
     assert proc.returncode == 0, describe(proc)
@@ -110,7 +102,7 @@ def test_no_drift_after_a_converge_and_the_audit_changes_nothing(lab, converged,
     assert state(lab) == before
 
 
-def test_driver_drift_is_named(lab, converged, tmp_path):
+def test_driver_drift_is_named(lab, with_queues, tmp_path):
     node = lab.gpu_nodes[0]
     removed = on_node(lab, node, "dpkg", "--remove", "--force-depends", PIN)
     assert removed.returncode == 0, removed.stderr
@@ -123,7 +115,7 @@ def test_driver_drift_is_named(lab, converged, tmp_path):
         assert back.returncode == 0, back.stdout + back.stderr
 
 
-def test_release_drift_is_named(lab, converged, tmp_path):
+def test_release_drift_is_named(lab, with_queues, tmp_path):
     chart = next((lab.state_dir / "charts").glob("kai-scheduler-*/deployments/kai-scheduler"))
     changed = helm(lab, "upgrade", "kai-scheduler", str(chart), "-n", "kai-scheduler", "--reuse-values",
                    "--set", "smshareAuditProbe=by-hand")
@@ -138,7 +130,7 @@ def test_release_drift_is_named(lab, converged, tmp_path):
         assert back.returncode == 0, back.stdout + back.stderr
 
 
-def test_image_drift_is_named(lab, converged, tmp_path):
+def test_image_drift_is_named(lab, with_queues, tmp_path):
     manifest = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": PROBE_POD, "namespace": "gpu-fractioning"},
                 "spec": {"containers": [{"name": "main", "image": "localhost/smshare-lab/tools:1",
@@ -157,7 +149,7 @@ def test_image_drift_is_named(lab, converged, tmp_path):
                     check=False)
 
 
-def test_queue_drift_is_named(lab, converged, tmp_path):
+def test_queue_drift_is_named(lab, with_queues, tmp_path):
     patch = {"spec": {"resources": {"gpu": {"limit": 1}}}}
     lab.kubectl("patch", "queues.scheduling.run.ai", "inference", "--type", "merge", "-p", json.dumps(patch))
     try:
@@ -168,7 +160,7 @@ def test_queue_drift_is_named(lab, converged, tmp_path):
         lab.kubectl("patch", "queues.scheduling.run.ai", "inference", "--type", "merge", "-p", json.dumps(patch))
 
 
-def test_no_drift_once_every_drift_is_undone(lab, converged, tmp_path):
+def test_no_drift_once_every_drift_is_undone(lab, with_queues, tmp_path):
     proc, report, _markdown = audit(lab, tmp_path, "restored")
     assert proc.returncode == 0, describe(proc)
     assert report["findings"] == [], report["findings"]

@@ -23,9 +23,10 @@ stand-in subset, so the module sets that entry aside while it runs (the
 first trace of this test caught apt on the nodes resolving and connecting
 to deb.debian.org).
 
-Two runs: site.yml from fresh fork clones and chart copies with cuda-keyring
-purged from the nodes (clone, keyring, apt, charts, helm), and the images
-play at a tag of its own (base images pulled from the mirror, builds, pushes,
+Two runs after the directory's converge (conftest.py): site.yml again, from
+fresh fork clones and chart copies with cuda-keyring purged from the nodes
+(clone, keyring, apt, charts, helm, smoke test images), and the images play
+at a tag of its own (base images pulled from the mirror, builds, pushes,
 registry lookups), which leaves the installed releases alone.
 """
 import ipaddress
@@ -115,10 +116,8 @@ def push_base_image(lab, tmp_path, target):
 
 
 @pytest.fixture(scope="module")
-def mirrors(lab, tmp_path_factory):
+def mirrors(lab, converged, tmp_path_factory):
     """The lab as an air-gapped site's mirrors, and the overrides inventories/airgap makes."""
-    if not lab.gpu_nodes or not lab.node_tier:
-        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
     tmp = tmp_path_factory.mktemp("airgap")
     keyring = tmp / "cuda-keyring_1.1-1_all.deb"
     with urllib.request.urlopen(lab.standin_apt_url.rstrip("/") + "/debian12/x86_64/" + keyring.name) as answer:
@@ -198,7 +197,7 @@ def test_the_images_build_pulls_its_base_images_from_the_mirror(lab, mirrors):
     manifest = json.loads((mirrors["tmp"] / "manifest.json").read_text())
     assert manifest["tag"] == "airgap-test" and manifest["images"]
     # Again: every name already holds its mirror's image, so nothing is pulled anew or tagged.
-    proc = lab.playbook("tests/integration/airgap/playbooks/base_images.yml", extra_vars=extra)
+    proc = lab.playbook("tests/integration/cluster/playbooks/airgap_base_images.yml", extra_vars=extra)
     assert proc.returncode == 0, describe(proc)
     assert recap(proc.stdout)["changed"] == 0, describe(proc)
 
