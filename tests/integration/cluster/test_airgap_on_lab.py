@@ -116,7 +116,7 @@ def push_base_image(lab, tmp_path, target):
 
 
 @pytest.fixture(scope="module")
-def mirrors(lab, converged, tmp_path_factory):
+def mirrors(lab, kai_install, tmp_path_factory):
     """The lab as an air-gapped site's mirrors, and the overrides inventories/airgap makes."""
     tmp = tmp_path_factory.mktemp("airgap")
     keyring = tmp / "cuda-keyring_1.1-1_all.deb"

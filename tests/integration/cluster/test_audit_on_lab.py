@@ -71,7 +71,7 @@ def assert_drift(proc, report, markdown, area, obj, field, wanted, found):
 
 
 @pytest.fixture(scope="module")
-def with_queues(lab, converged):
+def with_queues(lab, kai_install):
     """The inventory's queues on the converged lab (the audit compares them too)."""
     proc = lab.playbook("playbooks/queues.yml")
     assert proc.returncode == 0, describe(proc)
