@@ -27,10 +27,18 @@ timed() {
   printf 'ee: %-28s %4ss\n' "$label" "$((SECONDS - start))" >&2
 }
 
+# A tarball's bytes change with every build (timestamps): the previous one is
+# kept when its MANIFEST.json (the checksum of every file) is the same, so a
+# warm image build reuses its cached layers.
 collection_tarball() {
+  local new
   rm -rf "$inputs/dist"
   ansible-galaxy collection build --force --output-path "$inputs/dist" . >/dev/null
-  cp "$inputs"/dist/smshare-kai-*.tar.gz "$inputs/smshare-kai.tar.gz"
+  new=$(echo "$inputs"/dist/smshare-kai-*.tar.gz)
+  if [ ! -f "$inputs/smshare-kai.tar.gz" ] ||
+     ! cmp -s <(tar -xzOf "$new" MANIFEST.json) <(tar -xzOf "$inputs/smshare-kai.tar.gz" MANIFEST.json); then
+    cp "$new" "$inputs/smshare-kai.tar.gz"
+  fi
   rm -rf "$inputs/dist"
 }
 
