@@ -7,7 +7,8 @@ lab's node image.
 
 The node is a container of its own (not one of the lab's GPU nodes, which other
 tests converge): a PCIe A100 node, no NVSwitches, the stand-in r615 driver
-installed and loaded, sshd from Debian's archive."""
+installed and loaded, sshd from Debian's archive (an image made once per node
+image, kept like the node image)."""
 import json
 import os
 import re
@@ -24,6 +25,7 @@ REPO = Path(__file__).resolve().parents[3]
 INSTANCE = os.environ.get("SMSHARE_LAB_INSTANCE", "0")
 IMAGE = "localhost/smshare-kai-ee:test-%s" % INSTANCE
 NODE = "smshare-lab%s-ee-node" % INSTANCE
+SSH_NODE_IMAGE = "localhost/smshare-node-ssh:debian12"
 CONTEXT = REPO / "build" / "ee-context"
 
 pytestmark = pytest.mark.slow
@@ -109,8 +111,8 @@ def image(context):
     proc = sh(["bash", "scripts/ee.sh", "build", IMAGE], timeout=1800)
     print("\n[ee] image build: %.0f s\n%s" % (time.monotonic() - start,
                                              "".join(l + "\n" for l in proc.stderr.splitlines() if l.startswith("ee:"))))
-    yield IMAGE
-    sh(["podman", "rmi", "-f", IMAGE], check=False)
+    # Kept (one tag per lab instance): its layers make the next build warm.
+    return IMAGE
 
 
 def in_image(image, *argv):
@@ -118,6 +120,7 @@ def in_image(image, *argv):
 
 
 def test_the_image_holds_the_collection_its_dependencies_and_nothing_of_the_build(image):
+    """The build's wheels and pip.conf were mounts: only their empty mount points remain."""
     listed = json.loads(in_image(image, "ansible-galaxy", "collection", "list", "--format", "json").stdout)
     found = {}
     for path_collections in listed.values():
@@ -129,7 +132,7 @@ def test_the_image_holds_the_collection_its_dependencies_and_nothing_of_the_buil
         assert found[name] in SpecifierSet(spec), (name, found[name], spec)
     out = in_image(image, "sh", "-c",
                    "id -u; ssh -V 2>&1; python3 -c 'import kubernetes, jmespath, yaml; print(kubernetes.__version__)';"
-                   " ansible-runner --version; test ! -e /etc/pip.conf && test ! -e /opt/smshare-wheels && echo clean;"
+                   " ansible-runner --version; test ! -s /etc/pip.conf && test -z \"$(ls -A /opt/smshare-wheels)\" && echo clean;"
                    " ansible-doc -t module smshare.kai.gpu_info | head -1").stdout.split("\n")
     assert out[0] != "0", "the image runs as root"
     assert out[1].startswith("OpenSSH_")
@@ -139,20 +142,41 @@ def test_the_image_holds_the_collection_its_dependencies_and_nothing_of_the_buil
     assert "smshare.kai.gpu_info" in out[5]
 
 
-@pytest.fixture(scope="module")
-def gpu_node(tmp_path_factory):
-    """A GPU-node container (lab node image) with the stand-in driver loaded and sshd."""
-    tmp = tmp_path_factory.mktemp("ee-node")
-    node_image = sh(["bash", "lab/node-image.sh"]).stdout.strip().splitlines()[-1]
+def start_node(image):
     sh(["podman", "rm", "-f", "-t", "5", NODE], check=False)
     sh(["podman", "run", "-d", "--name", NODE, "--hostname", NODE, "--systemd=always",
-        "--stop-signal", "SIGRTMIN+3", node_image, "/sbin/init"])
+        "--stop-signal", "SIGRTMIN+3", image, "/sbin/init"])
+    deadline = time.monotonic() + 90
+    while sh(["podman", "exec", NODE, "systemctl", "is-system-running"], check=False).stdout.strip() \
+            not in ("running", "degraded"):
+        assert time.monotonic() < deadline, "systemd did not come up in " + NODE
+        time.sleep(0.5)
+
+
+def ssh_node_image():
+    """The lab's node image plus openssh-server from Debian's archive, made once per
+    node image (label) and kept in podman's storage like the node image itself."""
+    node_image = sh(["bash", "lab/node-image.sh"]).stdout.strip().splitlines()[-1]
+    node_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", node_image]).stdout.strip()
+    label = "org.smshare.node-image"
+    current = sh(["podman", "image", "inspect", "--format", '{{ index .Labels "%s" }}' % label, SSH_NODE_IMAGE],
+                 check=False).stdout.strip()
+    if current != node_id:
+        start = time.monotonic()
+        start_node(node_image)
+        sh(["podman", "exec", NODE, "sh", "-c", "export DEBIAN_FRONTEND=noninteractive; apt-get -q update >/dev/null;"
+            " apt-get -q -y install openssh-server >/dev/null; apt-get clean; rm -rf /var/lib/apt/lists/*"])
+        sh(["podman", "commit", "-q", "--change", "LABEL %s=%s" % (label, node_id), NODE, SSH_NODE_IMAGE])
+        print("\n[ee] %s made: %.0f s" % (SSH_NODE_IMAGE, time.monotonic() - start))
+    return SSH_NODE_IMAGE
+
+
+@pytest.fixture(scope="module")
+def gpu_node(tmp_path_factory):
+    """A GPU-node container (lab node image + sshd) with the stand-in driver loaded."""
+    tmp = tmp_path_factory.mktemp("ee-node")
     try:
-        deadline = time.monotonic() + 90
-        while sh(["podman", "exec", NODE, "systemctl", "is-system-running"], check=False).stdout.strip() \
-                not in ("running", "degraded"):
-            assert time.monotonic() < deadline, "systemd did not come up in " + NODE
-            time.sleep(0.5)
+        start_node(ssh_node_image())
         driver = json.dumps({"version": "615.71.09", "branch": 615, "cuda_version": "13.4", "open": True})
         hardware = json.dumps({"gpus": [{"name": "NVIDIA A100-PCIE-80GB",
                                          "uuid": "GPU-7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
@@ -162,14 +186,11 @@ def gpu_node(tmp_path_factory):
         seed = ("set -e; mkdir -p /usr/share/nvidia-standin /run/nvidia-standin /etc/nvidia-standin;"
                 "echo '%s' > /usr/share/nvidia-standin/driver.json; cp /usr/share/nvidia-standin/driver.json"
                 " /run/nvidia-standin/loaded.json; echo '%s' > /etc/nvidia-standin/gpus.json;"
-                "export DEBIAN_FRONTEND=noninteractive; apt-get -q update >/dev/null;"
-                "apt-get -q -y install openssh-server >/dev/null; mkdir -p -m 700 /root/.ssh;"
-                "cat > /root/.ssh/authorized_keys; systemctl start ssh" % (driver, hardware))
+                "mkdir -p -m 700 /root/.ssh; cat > /root/.ssh/authorized_keys; systemctl start ssh"
+                % (driver, hardware))
         key = tmp / "id_ed25519"
         sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
-        start = time.monotonic()
         sh(["podman", "exec", "-i", NODE, "sh", "-c", seed], input_text=(tmp / "id_ed25519.pub").read_text())
-        print("\n[ee] node with sshd: %.0f s" % (time.monotonic() - start))
         address = sh(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", NODE]).stdout.strip()
         # The image runs as uid 1000: the key and the inventory are its own.
         (tmp / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {NODE: {
