@@ -124,8 +124,8 @@ def measure(counts, args):
         print("[%d GPU nodes] ratio site/setup: %.2fx (target <= 3x)" % (count, site_median / setup_median), flush=True)
 
     base_count, base_site, base_setup, _ok = rows[0]
-    print("\n%-10s %10s %10s %8s %14s %14s" % ("GPU nodes", "site s", "setup s", "ratio",
-                                              "site growth", "node growth"))
+    header = ("GPU nodes", "site s", "setup s", "ratio", "site growth", "node growth")
+    print("\n%-10s %10s %10s %8s %14s %14s" % header)
     for count, site_s, setup_s, _ok in rows:
         print("%-10d %10.1f %10.1f %7.2fx %13.2fx %13.2fx"
               % (count, site_s, setup_s, site_s / setup_s, site_s / base_site, count / base_count))

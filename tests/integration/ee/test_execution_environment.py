@@ -35,8 +35,8 @@ def sh(argv, check=True, input_text=None, timeout=900):
     proc = subprocess.run(argv, cwd=REPO, text=True, capture_output=True, check=False,
                           input=input_text, timeout=timeout)
     if check and proc.returncode != 0:
-        pytest.fail("%s failed (%s):\n%s\n%s" % (shlex.join(argv), proc.returncode,
-                                               proc.stdout[-4000:], proc.stderr[-4000:]))
+        pytest.fail("%s failed (%s):\n%s\n%s"
+                    % (shlex.join(argv), proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
 
 
@@ -109,8 +109,8 @@ def test_create_gives_a_complete_build_context(context):
 def image(context):
     start = time.monotonic()
     proc = sh(["bash", "scripts/ee.sh", "build", IMAGE], timeout=1800)
-    print("\n[ee] image build: %.0f s\n%s" % (time.monotonic() - start,
-                                             "".join(l + "\n" for l in proc.stderr.splitlines() if l.startswith("ee:"))))
+    steps = "".join(line + "\n" for line in proc.stderr.splitlines() if line.startswith("ee:"))
+    print("\n[ee] image build: %.0f s\n%s" % (time.monotonic() - start, steps))
     # Kept (one tag per lab instance): its layers make the next build warm.
     return IMAGE
 
