@@ -59,7 +59,7 @@ def main():
                              capture_output=True, text=True, check=False).stdout
         deployed += out.count('"deployed"')
     if deployed < 2:
-        proc, wall, _totals = play(env, "site.yml", [])
+        proc, wall = play(env, "site.yml", [])[:2]
         if proc.returncode != 0:
             print(proc.stdout[-4000:])
             return 1

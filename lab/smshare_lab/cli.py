@@ -9,7 +9,7 @@ import shutil
 import time
 
 from . import build as kbuild
-from . import control_plane, forks, gpu_nodes, inventory, pki, proc, registry
+from . import control_plane, forks, gpu_nodes, inventory, pki, proc, registry, test_images
 from . import node_tier
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
@@ -99,6 +99,8 @@ def cmd_up(args):
         if not node_tier.running():
             changes.append("node tier")
         kube_nodes = node_tier.up(bins, reg or None)
+        if reg:
+            test_images.up(reg)
         timings["node tier"] = time.monotonic() - step
     elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
         kube_nodes = [node_tier.NODE_NAME]
