@@ -454,6 +454,9 @@ def _one_gpu(decisions):
 NOISE = ("MissingClusterDNS",)
 
 
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
+
+
 def _events_text(events):
     return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events if e.get("reason") not in NOISE]
 
@@ -515,7 +518,17 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
         for cs in status.get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             terminated = (cs.get("state") or {}).get("terminated") or {}
-            if waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+            if waiting.get("reason") in PULL_REASONS:
+                # The kubelet retries a failed pull (with back-off): one failure may be the
+                # registry's hiccup; a second one is the image, the registry or the secret.
+                tries = sum(int(e.get("count") or 1) for e in events
+                            if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower())
+                add("image_pull" if tries >= 2 else "image_pull_retrying",
+                    "container %s on %s: %s %s (failed pulls: %d): check the image name, that the node "
+                    "reaches the registry and the pull secret" % (
+                        cs.get("name"), spec["nodeName"], waiting.get("reason"), waiting.get("message") or "",
+                        tries))
+            elif waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
                 add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), spec["nodeName"],
                                                                         waiting.get("reason"),
                                                                         waiting.get("message") or ""))

@@ -279,7 +279,8 @@ SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
 # causes waiting cannot fix (a missing queue label is not one: KAI's podgrouper may
 # put the pod in default-queue, so it is only named when the pod is still Pending)
 DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes",
-              "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated")
+              "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated",
+              "image_pull")
 POLL = 1.0
 
 

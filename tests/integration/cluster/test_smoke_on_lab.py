@@ -36,6 +36,7 @@ def smoke(lab, **case):
     assert proc.returncode == 0 and out.is_file(), describe(proc)
     result = json.loads(out.read_text())
     out.unlink()
+    assert "passed" in result or "failure" in result, "the module gave no result of its own:\n" + describe(proc)
     print("\n[smoke] %s: %.0f s" % (case or "happy path", time.monotonic() - started))
     return result
 

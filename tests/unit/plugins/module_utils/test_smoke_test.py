@@ -412,13 +412,27 @@ def test_pending_nothing_from_kai():
     assert "kai-scheduler get pods" in found[0]["message"]
 
 
-def test_bound_but_image_pull_fails():
+PULL_FAILED = {"type": "Warning", "reason": "Failed",
+               "message": 'Failed to pull image "reg:5000/cuda:13": 401 Unauthorized'}
+
+
+def test_bound_image_pull_that_failed_once_is_still_being_retried():
+    pod = pending(nodeName="gpu-node-07")
+    pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "401 Unauthorized"}}}]
+    names, found = causes(pod, events=[PULL_FAILED])
+    assert names == ["image_pull_retrying"]
+    assert "failed pulls: 1" in found[0]["message"]
+
+
+@pytest.mark.parametrize("events", [[PULL_FAILED, PULL_FAILED], [dict(PULL_FAILED, count=3)]])
+def test_bound_image_pull_that_failed_again_is_named(events):
     pod = pending(nodeName="gpu-node-07")
     pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
         "reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]
-    names, found = causes(pod)
-    assert names == ["container_waiting"]
-    assert "ImagePullBackOff" in found[0]["message"]
+    names, found = causes(pod, events=events)
+    assert names == ["image_pull"]
+    assert "ImagePullBackOff" in found[0]["message"] and "pull secret" in found[0]["message"]
 
 
 def test_bound_not_ready_names_warnings():
