@@ -7,10 +7,14 @@ deviceQuery), both on the stand-in images' Python base layer
 (lab/standin/forks/hack/standin-base.py) with lab/standin/testimage/. Built with
 buildah in a private store (.lab/test-images), pushed once per content.
 """
+import base64
 import hashlib
 import json
+import ssl
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from .paths import LAB_DIR, STATE
@@ -25,6 +29,11 @@ IMAGES = {
 }
 
 
+MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.manifest.v1+json",
+                            "application/vnd.docker.distribution.manifest.v2+json",
+                            "application/vnd.oci.image.index.v1+json"))
+
+
 def _buildah(*args):
     return run(["buildah", "--root", str(WORK / "root"), "--runroot", str(WORK / "run"), "--storage-driver", "vfs",
                 *map(str, args)], capture=True)
@@ -34,14 +43,30 @@ def refs(registry):
     return [f"{registry['address']}/{name}" for name in IMAGES]
 
 
+def _in_registry(registry):
+    """Whether the registry serves both images (its data may be gone while the stamp stays)."""
+    context = ssl.create_default_context(cafile=registry["ca"])
+    login = base64.b64encode(f"{registry['username']}:{registry['password']}".encode()).decode()
+    for name in IMAGES:
+        repo, tag = name.rsplit(":", 1)
+        request = urllib.request.Request(f"https://{registry['address']}/v2/{repo}/manifests/{tag}", method="HEAD",
+                                         headers={"Authorization": "Basic " + login, "Accept": MANIFEST_TYPES})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10):
+                pass
+        except (urllib.error.URLError, OSError):
+            return False
+    return True
+
+
 def up(registry):
-    """Build and push both images unless this content was pushed already."""
+    """Build and push both images unless this content is in the registry already."""
     WORK.mkdir(parents=True, exist_ok=True)
     base = Path(run([sys.executable, str(BASE_SCRIPT), str(WORK / "base")], capture=True).stdout.strip())
     key = hashlib.sha256(base.name.encode() + registry["address"].encode() + b"".join(
         (TOOLS / n).read_bytes() for n in ("gpuview.py", "nvidia-smi", "deviceQuery"))).hexdigest()
     stamp = WORK / "pushed.json"
-    if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key:
+    if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key and _in_registry(registry):
         return refs(registry)
     say("test images: the guide's nvidia/cuda and cuda-sample:devicequery (stand-ins) -> lab registry")
     for name, entrypoint in IMAGES.items():

@@ -68,3 +68,8 @@ def assert_hosts(lab, proc, **expected):
         counts = recap(proc.stdout, host)
         for key, value in expected.items():
             assert counts[key] == value, f"{host}: {key}={counts[key]}\n{describe(proc)}"
+
+
+def take_kai_off(lab):
+    """Uninstall both releases with everything they leave (purge) and whatever blocks them (force)."""
+    lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True, "uninstall_force": True})

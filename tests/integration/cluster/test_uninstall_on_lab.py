@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from cluster_helpers import CONFIG, FINALIZER, NODE_CONDITION, kube_json, node_condition, releases, wait_for
+from cluster_helpers import (CONFIG, FINALIZER, NODE_CONDITION, kube_json, node_condition, releases, take_kai_off,
+                             wait_for)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -16,7 +17,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 def takes_kai_off(lab, kai_install):
     """Whatever the tests leave, the lab ends this module without KAI."""
     yield
-    lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True, "uninstall_force": True})
+    take_kai_off(lab)
     kai_install.installed = False
 
 
