@@ -46,11 +46,16 @@ stage_integration() {
 
 # Build the release artifact, install it into an empty collections path and run
 # a playbook from it by FQCN: proves what users install, not the source tree.
+# SMSHARE_RELEASE_TARBALL=path checks that tarball instead of building one
+# (`make release` checks the tarball it is about to publish).
 stage_release() {
-  local tmp; tmp=$(mktemp -d)
-  ansible-galaxy collection build --force --output-path "$tmp/dist" . &&
+  local tmp tarball=${SMSHARE_RELEASE_TARBALL:-}; tmp=$(mktemp -d)
+  if [ -z "$tarball" ]; then
+    ansible-galaxy collection build --force --output-path "$tmp/dist" . || { rm -rf "$tmp"; return 1; }
+    tarball=$(echo "$tmp"/dist/smshare-kai-*.tar.gz)
+  fi
   ANSIBLE_COLLECTIONS_PATH="$tmp/collections" \
-    ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tmp"/dist/smshare-kai-*.tar.gz &&
+    ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tarball" &&
   bash scripts/release_smoke.sh "$tmp"
   local rc=$?
   rm -rf "$tmp"
