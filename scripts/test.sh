@@ -59,7 +59,7 @@ stage_release() {
   bash scripts/release_smoke.sh "$tmp"
   local rc=$?
   rm -rf "$tmp"
-  return $rc
+  return "$rc"
 }
 
 # run_stream NAME STAGE...: the stages in order, stopping at the first failure;

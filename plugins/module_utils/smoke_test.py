@@ -506,11 +506,15 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
         add("reservation_pod_loop", "KAI's reservation pods are re-created in a loop, rejected by the kubelet with "
             "UnexpectedAdmissionError (%s, %d times): the GPUs of the chosen node are already fully allocated; "
             "the binder retries forever" % (loop[-1].get("message"), sum(int(e.get("count") or 1) for e in loop)))
-    failed = [_reservation_problem(p, reservation_events, runtime_classes) for p in reservation_pods]
-    failed = [f for f in failed if f]
+    problems = [_reservation_problem(p, reservation_events, runtime_classes) for p in reservation_pods]
+    failed = [text for text, hard in filter(None, problems) if hard]
+    slow = [text for text, hard in filter(None, problems) if not hard]
     if failed and not loop:
         add("reservation_pod_failed", "KAI's GPU reservation pod cannot run, so the binder never learns the GPU: %s"
             % "; ".join(failed))
+    elif slow and not loop:
+        # Only warnings (a volume not mounted yet, a sandbox retried): the kubelet retries these.
+        add("reservation_pod_starting", "KAI's GPU reservation pod is not running yet: %s" % "; ".join(slow))
 
     conditions = _conditions(pod)
     scheduled = conditions.get("PodScheduled", {})
@@ -573,7 +577,8 @@ def _gpus(value):
 
 
 def _reservation_problem(pod, events, runtime_classes):
-    """Why one reservation pod is not giving the binder a GPU, or None."""
+    """(why one reservation pod is not giving the binder a GPU, whether its spec or status
+    say so rather than only its events), or None."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     name = meta.get("name")
     if (meta.get("annotations") or {}).get(RESERVATION_GPU_ANNOTATION):
@@ -597,10 +602,12 @@ def _reservation_problem(pod, events, runtime_classes):
             bits.append("restarted %s times, last exit %s" % (cs.get("restartCount"), last.get("exitCode")))
     if status.get("phase") == "Failed":
         bits.append("phase Failed: %s" % (status.get("message") or status.get("reason") or ""))
+    hard = bool(bits)   # what the pod's spec and status say; its events alone may be retried away
     bits.extend(_events_text(mine[-2:]))
     if not bits:
         return None
-    return "%s/%s on %s: %s" % (meta.get("namespace"), name, spec.get("nodeName"), "; ".join(b.strip() for b in bits))
+    return "%s/%s on %s: %s" % (meta.get("namespace"), name, spec.get("nodeName"),
+                                "; ".join(b.strip() for b in bits)), hard
 
 
 # ---------------------------------------------------------------- reports

@@ -244,7 +244,8 @@ failure:
     Why the module failed: V(checks_failed) (a check did not hold; the message names node, GPU and check),
     V(pending) (pods not Ready in time; see RV(pending)), V(interrupted) (a signal; the pods were deleted),
     V(bad_input), V(missing_library), V(cluster) (the API server refused or could not be reached),
-    V(unparsable) (an answer in an unknown format).
+    V(unparsable) (an answer in an unknown format), V(pods_deleted) (a test pod was deleted by something else
+    while the module waited).
   returned: failure
   type: str
 """
@@ -487,6 +488,12 @@ class Smoke(object):
         while True:
             current = [self.cluster.pod(ns, m["metadata"]["name"]) for m in pods]
             dq_now = self.cluster.pod(ns, dq["metadata"]["name"]) if dq else None
+            gone = [m["metadata"]["name"] for m, c in zip(pods + ([dq] if dq else []), current + [dq_now])
+                    if c is None]
+            if gone:
+                raise st.SmokeError("%s deleted while the smoke test waited for %s (by another user, controller or "
+                                    "an earlier run's cleanup): run it again" % (
+                                        ", ".join(gone), "it" if len(gone) == 1 else "them"), "pods_deleted")
             waiting = [c for c in current if c is None or not is_ready(c)]
             if dq is not None and (dq_now is None or not is_done(dq_now)):
                 waiting.append(dq_now)

@@ -75,6 +75,10 @@ def with_queues(lab, kai_install):
     """The inventory's queues on the converged lab (the audit compares them too)."""
     proc = lab.playbook("playbooks/queues.yml")
     assert proc.returncode == 0, describe(proc)
+    yield
+    # Uninstall's purge refuses CRDs that other queues still use: these go first.
+    lab.kubectl("delete", "queues.scheduling.run.ai", "-l", "app.kubernetes.io/managed-by=smshare.kai",
+                "--wait=true", "--timeout=120s", check=False)
 
 
 def test_no_drift_after_a_converge_and_the_audit_changes_nothing(lab, with_queues, tmp_path):

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -145,6 +146,28 @@ def start_module(lab):
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def signal_tree(pid, sig):
+    """Signal a process and all its descendants: ansible's workers call setsid(), so
+    a signal to ansible-playbook's process group never reaches the module."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    for member in reversed(tree):   # the module first, ansible-playbook last
+        try:
+            os.kill(member, sig)
+        except ProcessLookupError:
+            pass
+
+
 def wait_for_pods(lab, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -157,7 +180,7 @@ def wait_for_pods(lab, timeout=120):
 def test_interrupted_run_deletes_its_pods(lab, converged):
     proc = start_module(lab)
     wait_for_pods(lab)
-    os.killpg(proc.pid, signal.SIGTERM)
+    signal_tree(proc.pid, signal.SIGTERM)
     out = proc.communicate(timeout=120)[0]
     deadline = time.monotonic() + 60
     while our_pods(lab) and time.monotonic() < deadline:
@@ -168,7 +191,7 @@ def test_interrupted_run_deletes_its_pods(lab, converged):
 def test_killed_run_leaves_pods_that_the_next_run_removes(lab, converged):
     proc = start_module(lab)
     wait_for_pods(lab)
-    os.killpg(proc.pid, signal.SIGKILL)
+    signal_tree(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert our_pods(lab), "a SIGKILLed run cannot clean up: its pods should be left"
     result = smoke(lab, measure_sm_share=False)

@@ -381,6 +381,16 @@ def test_pending_reservation_pod_that_works_is_not_a_cause():
     assert "reservation_pod_failed" not in names
 
 
+def test_pending_reservation_pod_with_only_a_retried_mount_warning_is_still_starting():
+    res = reservation_pod(runtime="nvidia")
+    event = {"involvedObject": {"name": res["metadata"]["name"]}, "type": "Warning", "reason": "FailedMount",
+             "message": 'MountVolume.SetUp failed for volume "token": failed to sync secret cache: '
+                        'timed out waiting for the condition'}
+    names, found = causes(pending(), reservation_pods=[res], reservation_events=[event], runtime_classes=["nvidia"])
+    assert "reservation_pod_failed" not in names
+    assert names[0] == "reservation_pod_starting" and "failed to sync secret cache" in found[0]["message"]
+
+
 def test_pending_reservation_loop():
     events = [{"involvedObject": {"name": "gpu-reservation-%d" % i}, "type": "Warning",
                "reason": "UnexpectedAdmissionError", "count": 2,

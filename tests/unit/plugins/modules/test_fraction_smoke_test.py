@@ -54,6 +54,8 @@ class FakeCluster(object):
         self.reads += 1
         if self.behaviour.get("interrupt_on_read") and self.reads == 3:
             os.kill(os.getpid(), signal.SIGTERM)
+        if self.behaviour.get("deleted_by_someone_else") and self.reads == 3:
+            self.pods_by_name.pop(name, None)
         return self.pods_by_name.get(name)
 
     def create(self, manifest):
@@ -226,6 +228,14 @@ def test_interruption_deletes_the_pods(monkeypatch):
     assert "the test pods were deleted" in done.result["msg"]
     assert cluster.pods_by_name == {} and sorted(cluster.deleted_names) == ["fraction-smoke-a", "fraction-smoke-b"]
     assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_pod_deleted_by_someone_else_is_named(monkeypatch):
+    cluster = FakeCluster({"pending": True, "deleted_by_someone_else": True})
+    done = run(monkeypatch, {"timeout": 30}, cluster)
+    assert done.failed and done.result["failure"] == "pods_deleted"
+    assert "fraction-smoke-a deleted while the smoke test waited for it" in done.result["msg"]
+    assert cluster.pods_by_name == {}
 
 
 def test_leftovers_of_a_killed_run_go_first(monkeypatch):
