@@ -9,11 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
 from ansible_collections.smshare.kai.plugins.modules import fraction_smoke_test as mod
+from module_runner import run_module
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "smoke_test")
 GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
@@ -22,12 +20,6 @@ GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
 def fixture(name):
     with open(os.path.join(HERE, name)) as handle:
         return handle.read()
-
-
-class Done(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result, self.failed = result, failed
 
 
 class FakeCluster(object):
@@ -119,24 +111,13 @@ class FakeCluster(object):
 
 
 def run(monkeypatch, args, cluster=None):
-    def exit_json(self, **kwargs):
-        raise Done(kwargs, False)
-
-    def fail_json(self, **kwargs):
-        raise Done(kwargs, True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     monkeypatch.setattr(mod, "POLL", 0.01)
 
     def no_cluster(*_args):
         raise AssertionError("the module reached the API before its input was checked")
 
     monkeypatch.setattr(mod, "Cluster", (lambda *_a: cluster) if cluster is not None else no_cluster)
-    with patch_module_args(args):
-        with pytest.raises(Done) as done:
-            mod.main()
-    return done.value
+    return run_module(monkeypatch, mod.main, args)
 
 
 BAD = [
