@@ -131,6 +131,9 @@ def test_reservation_pod_without_the_nvidia_runtime_is_diagnosed(lab, converged)
     finally:
         lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "merge",
                     "-p", json.dumps({"spec": {"binder": {"resourceReservation": {"runtimeClassName": "nvidia"}}}}))
+        # The binder reuses a reservation pod by name: the broken one must go, or later runs wait on it.
+        lab.kubectl("-n", "kai-resource-reservation", "delete", "pods", "--all", "--wait=true", "--timeout=120s",
+                    check=False)
     assert result.get("failure") == "pending", result.get("msg")
     causes = [c for p in result["pending"] for c in p["causes"]]
     assert "reservation_pod_failed" in [c["cause"] for c in causes], result["msg"]
