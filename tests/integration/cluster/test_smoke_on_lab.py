@@ -4,9 +4,9 @@
 site.yml's last play, the smoke test, passed on the node -> the module alone:
 every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> pods that cannot
 be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
-scheduler, a reservation pod without the nvidia
-RuntimeClass) -> an interrupted run deletes its pods; a killed one leaves them
-and the next run removes them first.
+scheduler) -> an interrupted run deletes its pods; a killed one leaves them
+and the next run removes them first -> last, a reservation pod without the
+nvidia RuntimeClass is diagnosed.
 """
 import json
 import os
@@ -123,24 +123,6 @@ def test_another_scheduler_is_named(lab, converged):
     assert our_pods(lab) == []
 
 
-def test_reservation_pod_without_the_nvidia_runtime_is_diagnosed(lab, converged):
-    patch = [{"op": "remove", "path": "/spec/binder/resourceReservation/runtimeClassName"}]
-    lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "json", "-p", json.dumps(patch))
-    try:
-        result = smoke(lab, measure_sm_share=False, settle=30, timeout=120)
-    finally:
-        lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "merge",
-                    "-p", json.dumps({"spec": {"binder": {"resourceReservation": {"runtimeClassName": "nvidia"}}}}))
-        # The binder reuses a reservation pod by name: the broken one must go, or later runs wait on it.
-        lab.kubectl("-n", "kai-resource-reservation", "delete", "pods", "--all", "--wait=true", "--timeout=120s",
-                    check=False)
-    assert result.get("failure") == "pending", result.get("msg")
-    causes = [c for p in result["pending"] for c in p["causes"]]
-    assert "reservation_pod_failed" in [c["cause"] for c in causes], result["msg"]
-    assert "no runtimeClassName" in result["msg"]
-    assert our_pods(lab) == []
-
-
 def start_module(lab):
     argv = ["ansible-playbook", MODULE]
     for inv in lab.inventory:
@@ -200,4 +182,24 @@ def test_killed_run_leaves_pods_that_the_next_run_removes(lab, converged):
     result = smoke(lab, measure_sm_share=False)
     assert result.get("passed") is True, result.get("msg")
     assert result["changed"] is True
+    assert our_pods(lab) == []
+
+
+# Last: the binder may still make a reservation pod from the broken config after it is
+# restored, and later runs would wait on that pod.
+def test_reservation_pod_without_the_nvidia_runtime_is_diagnosed(lab, converged):
+    patch = [{"op": "remove", "path": "/spec/binder/resourceReservation/runtimeClassName"}]
+    lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "json", "-p", json.dumps(patch))
+    try:
+        result = smoke(lab, measure_sm_share=False, settle=30, timeout=120)
+    finally:
+        lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "merge",
+                    "-p", json.dumps({"spec": {"binder": {"resourceReservation": {"runtimeClassName": "nvidia"}}}}))
+        # The binder reuses a reservation pod by name: the broken one must go, or later runs wait on it.
+        lab.kubectl("-n", "kai-resource-reservation", "delete", "pods", "--all", "--wait=true", "--timeout=120s",
+                    check=False)
+    assert result.get("failure") == "pending", result.get("msg")
+    causes = [c for p in result["pending"] for c in p["causes"]]
+    assert "reservation_pod_failed" in [c["cause"] for c in causes], result["msg"]
+    assert "no runtimeClassName" in result["msg"]
     assert our_pods(lab) == []
