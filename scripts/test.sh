@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Every test, stage by stage, with the time each took. `scripts/test.sh STAGE...`
-# runs only those stages. Stops at the first failing stage.
+# shellcheck disable=SC2317  # the stage_* functions are called by name: "stage_${s//-/_}"
+# Every test, timed. `scripts/test.sh` runs them all as two streams at once on
+# this machine, because the lab's tests spend most of their time waiting on the
+# cluster while the rest keep the CPUs busy:
+#   lab stream:   the tests marked `lab` (one shared lab, brought up once)
+#   other stream: lint, sanity, unit, the integration tests that need no lab
+#                 (Molecule, own registries, localhost), release
+# `scripts/test.sh STAGE...` runs only those stages, one after the other
+# (stages: lint sanity unit integration lab-tests other-tests release); a
+# failing stage stops its stream.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/env.sh
 
+INTEGRATION=(tests/integration tests/gpu)
+LOGS=build/test-logs
+
+# ansible.cfg's inventory includes the running lab's (.lab/inventory: vaulted
+# values, the vault password file in .lab/): the syntax checks must not depend
+# on whether the lab stream has brought the lab up (or down) yet.
 stage_lint() {
-  ansible-lint --profile production --offline
+  env -u ANSIBLE_VAULT_PASSWORD_FILE ANSIBLE_INVENTORY=inventories/lab ansible-lint --profile production --offline
 }
 
 stage_sanity() {
@@ -17,38 +31,83 @@ stage_unit() {
   pytest -q tests/unit
 }
 
+# Each stream its own temp folder: two sessions at once never clean up each other's.
+stage_lab_tests() {
+  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-lab" -m lab "${INTEGRATION[@]}"
+}
+
+stage_other_tests() {
+  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-other" -m "not lab" "${INTEGRATION[@]}"
+}
+
 stage_integration() {
-  # tests/gpu: the real-GPU check's own paths that need no GPU (missing tools, dry runs).
-  pytest -q tests/integration tests/gpu
+  both_streams "lab-tests" "other-tests"
 }
 
 # Build the release artifact, install it into an empty collections path and run
 # a playbook from it by FQCN: proves what users install, not the source tree.
+# SMSHARE_RELEASE_TARBALL=path checks that tarball instead of building one
+# (`make release` checks the tarball it is about to publish).
 stage_release() {
-  local tmp; tmp=$(mktemp -d)
-  ansible-galaxy collection build --force --output-path "$tmp/dist" . &&
+  local tmp tarball=${SMSHARE_RELEASE_TARBALL:-}; tmp=$(mktemp -d)
+  if [ -z "$tarball" ]; then
+    ansible-galaxy collection build --force --output-path "$tmp/dist" . || { rm -rf "$tmp"; return 1; }
+    tarball=$(echo "$tmp"/dist/smshare-kai-*.tar.gz)
+  fi
   ANSIBLE_COLLECTIONS_PATH="$tmp/collections" \
-    ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tmp"/dist/smshare-kai-*.tar.gz &&
+    ansible-galaxy collection install --offline --no-deps -p "$tmp/collections" "$tarball" &&
   bash scripts/release_smoke.sh "$tmp"
   local rc=$?
   rm -rf "$tmp"
-  return $rc
+  return "$rc"
 }
 
-stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(lint sanity unit integration release)
-declare -A took
+# run_stream NAME STAGE...: the stages in order, stopping at the first failure;
+# each stage's time goes to $LOGS/NAME.times.
+run_stream() {
+  local name=$1; shift
+  : > "$LOGS/$name.times"
+  for s in "$@"; do
+    printf '\n===== %s: stage %s =====\n' "$name" "$s"
+    local start=$SECONDS
+    "stage_${s//-/_}"; local rc=$?
+    printf '%-14s %-7s %5ss\n' "$s" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "$((SECONDS - start))" >> "$LOGS/$name.times"
+    if [ $rc -ne 0 ]; then
+      printf '\n%s: stage %s FAILED (rc=%s)\n' "$name" "$s" "$rc"
+      return $rc
+    fi
+  done
+}
+
+# both_streams "LAB STAGES" "OTHER STAGES": the two streams at once. The lab
+# stream's output goes to $LOGS/lab.log, shown when it ends; the other stream's
+# goes to the terminal.
+both_streams() {
+  local lab_stages other_stages
+  read -ra lab_stages <<< "$1"
+  read -ra other_stages <<< "$2"
+  run_stream lab "${lab_stages[@]}" > "$LOGS/lab.log" 2>&1 &
+  local lab_pid=$!
+  run_stream other "${other_stages[@]}"
+  local other_rc=$?
+  printf '\n===== waiting for the lab stream (log: %s/lab.log) =====\n' "$LOGS"
+  wait "$lab_pid"
+  local lab_rc=$?
+  cat "$LOGS/lab.log"
+  [ "$lab_rc" -eq 0 ] && [ "$other_rc" -eq 0 ]
+}
+
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.times
 total_start=$SECONDS
-for s in "${stages[@]}"; do
-  printf '\n===== stage: %s =====\n' "$s"
-  start=$SECONDS
-  "stage_$s"; rc=$?
-  took[$s]=$((SECONDS - start))
-  if [ $rc -ne 0 ]; then
-    printf '\nstage %s FAILED (rc=%s) after %ss\n' "$s" "$rc" "${took[$s]}"
-    exit $rc
-  fi
-done
+if [ $# -gt 0 ]; then
+  run_stream stages "$@"; rc=$?
+else
+  both_streams "lab-tests" "lint sanity unit other-tests release"; rc=$?
+fi
 printf '\n===== stage times =====\n'
-for s in "${stages[@]}"; do printf '%-12s %5ss\n' "$s" "${took[$s]}"; done
-printf '%-12s %5ss\n' total "$((SECONDS - total_start))"
+for name in stages other lab; do
+  [ -s "$LOGS/$name.times" ] && { echo "[$name stream]"; cat "$LOGS/$name.times"; }
+done
+printf '%-22s %5ss\n' "total (wall)" "$((SECONDS - total_start))"
+exit $rc

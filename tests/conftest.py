@@ -38,6 +38,12 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    # make test runs the `lab` tests as a stream of their own: a test that takes
+    # the lab without the marker would start a second lab user in the other one.
+    unmarked = [item.nodeid for item in items
+                if "lab" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("lab")]
+    if unmarked:
+        raise pytest.UsageError("tests that use the lab fixture need the `lab` marker: " + ", ".join(unmarked))
     last = [item for item in items if item.get_closest_marker("lab_teardown")]
     if last:
         items[:] = [item for item in items if item not in last] + last

@@ -9,7 +9,7 @@ import shutil
 import time
 
 from . import build as kbuild
-from . import charts, control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry
+from . import charts, control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry, test_images
 from . import node_tier
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
@@ -18,7 +18,7 @@ FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "inventory", "lab.json", "charts")
+          "inventory", "lab.json", "charts", "test-images")
 
 
 def _env_flag(name):
@@ -104,6 +104,8 @@ def cmd_up(args):
         if not node_tier.running():
             changes.append("node tier")
         kube_nodes = node_tier.up(bins, reg or None)
+        if reg:
+            test_images.up(reg)
         timings["node tier"] = time.monotonic() - step
     elif node_tier.running():   # started by an earlier `up --nodes`: left as it is
         kube_nodes = [node_tier.NODE_NAME]

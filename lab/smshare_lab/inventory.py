@@ -37,6 +37,8 @@ def ensure_vault_password():
 
 
 def _quote(value):
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)   # JSON is YAML
     return "'" + str(value).replace("'", "''") + "'"
 
 

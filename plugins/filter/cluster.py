@@ -62,7 +62,7 @@ def pod_images(pods, base, tag, manifest=None, fork=None):
 
     pods: Pod objects (k8s_info resources). base: `<registry>/<fork>`.
     manifest: the fork_images manifest (None: the digests are not compared).
-    fork: the manifest's fork name (kai-scheduler, kai-gpu-fractioning).
+    fork: the manifest's fork id (kai_scheduler, gpu_fractioning: fork_images' ids).
     Row keys: pod, node, container, image, service, digest, expected_digest, ok, problem.
     """
     if not isinstance(pods, list):

@@ -203,6 +203,16 @@ def has_credentials(url):
         return "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
 
 
+def _split_url(parameter, value, example, what):
+    """urlsplit, with a bad port or malformed netloc refused as not `what`."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+        return parts
+    except ValueError:
+        raise BadInput(parameter, value, "must be %s" % what, example)
+
+
 def url(parameter, value, example, schemes=("https", "http"), credentials_hint=None, required=True):
     """An absolute URL of one of `schemes` with a host and no user:password@.
 
@@ -215,12 +225,8 @@ def url(parameter, value, example, schemes=("https", "http"), credentials_hint=N
         hint = credentials_hint or "the module's username/password options or the tool's own credential store"
         raise BadInput(parameter, value, "must not carry credentials (user:password@); put them in %s" % hint,
                        example)
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise BadInput(parameter, value, "must be a URL", example)
+    parts = _split_url(parameter, value, example, "a URL")
+    host = parts.hostname
     if parts.scheme not in schemes:
         raise BadInput(parameter, value, "must be a %s URL" % " or ".join(schemes), example)
     if not host or re.search(r"\s", value):
@@ -240,12 +246,8 @@ def git_url(parameter, value, example, required=True):
     if value in (None, ""):
         return value
     if "://" in value:
-        try:
-            parts = urlsplit(value)
-            host = parts.hostname
-            parts.port  # noqa: B018 - raises ValueError on a bad port
-        except ValueError:
-            raise BadInput(parameter, value, "must be a git URL", example)
+        parts = _split_url(parameter, value, example, "a git URL")
+        host = parts.hostname
         if parts.scheme not in ("https", "http", "git", "ssh", "file"):
             raise BadInput(parameter, value, "must be an https, http, git, ssh or file URL", example)
         if "@" in parts.netloc and (parts.scheme != "ssh" or parts.password is not None):

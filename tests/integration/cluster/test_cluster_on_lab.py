@@ -6,98 +6,25 @@ and every later test works on that install, in file order:
 re-run and --check --diff change nothing -> --check --diff shows the values a
 change would bring -> refused inputs change nothing -> preflight names a
 missing permission, a missing RuntimeClass and a GPU stack below its floor ->
-a digest that differs and a foreign image are named -> uninstall in order
-leaves nothing, and again changes nothing -> with the operator gone, uninstall
-reports the stuck finalizer and changes nothing, and uninstall_force clears it.
+a digest that differs and a foreign image are named.
+
+The same converge serves test_smoke_on_lab.py; test_uninstall_on_lab.py runs
+last in this directory and takes KAI off the lab (conftest.py).
 """
 import base64
 import json
 import re
 import subprocess
-import time
 
 import pytest
 import yaml
 
+from cluster_helpers import (CONFIG, FINALIZER, PLAYBOOKS, assert_hosts, kube_json, knob, lab_vars, manifest,
+                             node_condition,
+                             releases, wait_for)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
-
-PLAYBOOKS = "tests/integration/cluster/playbooks"
-FINALIZER = "gpu-fractioning.nvidia.com/cleanup-node-conditions"
-NODE_CONDITION = "gpu-fractioning.nvidia.com/Ready"
-CONFIG = "gpufractioningconfigs.gpu-fractioning.kai.scheduler"
-
-
-# ------------------------------------------------------------------ helpers
-def kube_json(lab, *args):
-    proc = lab.kubectl(*args, "-o", "json", check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def releases(lab):
-    """{name: (status, revision)} of every helm release in the lab (helm list -A)."""
-    found = {}
-    for namespace in ("kai-scheduler", "gpu-fractioning"):
-        out = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "list", "-a", "-o", "json", "-n", namespace],
-                             env=lab.env, capture_output=True, text=True, check=True).stdout
-        for row in json.loads(out or "[]"):
-            found[row["name"]] = (row["status"], row["revision"])
-    return found
-
-
-def lab_vars(lab):
-    return yaml.safe_load((lab.state_dir / "inventory" / "group_vars" / "smshare_lab" / "lab.yml").read_text())
-
-
-def manifest(lab):
-    return json.loads((lab.state_dir / "fork_images_manifest.json").read_text())
-
-
-def knob(lab, key, value=None):
-    """Set (or, with None, remove) a stand-in misbehaviour knob (lab/standin/charts/CONTRACT.md)."""
-    if value is None:
-        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "json",
-                    "-p", json.dumps([{"op": "remove", "path": "/data/" + key.replace("/", "~1")}]), check=False)
-    else:
-        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "merge",
-                    "-p", json.dumps({"data": {key: value}}))
-
-
-def wait_for(what, check, timeout=240, step=3):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
-        time.sleep(step)
-
-
-def node_condition(lab, node):
-    obj = kube_json(lab, "get", "node", node)
-    return {c["type"]: c["status"] for c in obj["status"].get("conditions", [])}.get(NODE_CONDITION)
-
-
-def assert_hosts(lab, proc, **expected):
-    assert proc.returncode == 0, describe(proc)
-    for host in [*lab.gpu_nodes, "localhost"]:
-        counts = recap(proc.stdout, host)
-        for key, value in expected.items():
-            assert counts[key] == value, f"{host}: {key}={counts[key]}\n{describe(proc)}"
-
-
-# ------------------------------------------------------------------ the converge
-@pytest.fixture(scope="module")
-def converged(lab):
-    """site.yml on the lab, once for the module."""
-    if not lab.gpu_nodes or not lab.node_tier:
-        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
-    started = time.monotonic()
-    proc = lab.playbook("site.yml")
-    print(f"\n[cluster] site.yml converge: {time.monotonic() - started:.0f} s")
-    assert_hosts(lab, proc, failed=0)
-    return proc
 
 
 def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
@@ -120,13 +47,14 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
     # The pods were pulled from the lab registry at the digests the images role recorded.
     recorded = {(i["fork"], i["service"]): i["digest"] for i in manifest(lab)["images"]}
     registry = lab_vars(lab)["smshare_lab_registry_address"] + "/kai-fork"
-    for namespace, fork in (("kai-scheduler", "kai-scheduler"), ("gpu-fractioning", "kai-gpu-fractioning")):
+    forks = (("kai-scheduler", "kai-scheduler", "kai_scheduler"), ("gpu-fractioning", "kai-gpu-fractioning", "gpu_fractioning"))
+    for namespace, path, fork in forks:
         pods = kube_json(lab, "-n", namespace, "get", "pods")["items"]
         assert pods
         for pod in pods:
             for status in pod["status"]["containerStatuses"]:
                 repo, digest = status["imageID"].split("@")
-                assert repo.startswith(f"{registry}/{fork}/"), status
+                assert repo.startswith(f"{registry}/{path}/"), status
                 assert digest == recorded[(fork, repo.rsplit("/", 1)[1])], status
             assert pod["spec"]["imagePullSecrets"] == [{"name": "kai-fork-registry"}], pod["metadata"]["name"]
     secret = kube_json(lab, "-n", "kai-scheduler", "get", "secret", "kai-fork-registry")
@@ -292,7 +220,7 @@ spec:
 # ------------------------------------------------------------------ images
 def test_a_digest_that_differs_from_the_manifest_is_named(lab, converged, tmp_path):
     doctored = manifest(lab)
-    binder = next(i for i in doctored["images"] if (i["fork"], i["service"]) == ("kai-scheduler", "binder"))
+    binder = next(i for i in doctored["images"] if (i["fork"], i["service"]) == ("kai_scheduler", "binder"))
     real, binder["digest"] = binder["digest"], "sha256:" + "0" * 64
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(doctored))
@@ -323,8 +251,12 @@ def foreign_binder(lab, converged):
     lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
     # The node now holds the same image under both names and may report the
     # foreign one as the pod's image ID: drop that name, restart binder.
-    subprocess.run(["ctr", "--address", lab_vars(lab)["smshare_lab_node_tier"]["cri_socket"], "-n", "k8s.io",
-                    "images", "rm", foreign], capture_output=True, check=False)
+    # Every name of it: the tag and the repo@sha256 reference the CRI adds on pull.
+    ctr = ["ctr", "--address", lab_vars(lab)["smshare_lab_node_tier"]["cri_socket"], "-n", "k8s.io", "images"]
+    names = subprocess.run([*ctr, "ls", "-q"], capture_output=True, text=True, check=False).stdout.split()
+    stale = [n for n in names if n.startswith(foreign.rsplit(":", 1)[0] + ":") or n.startswith(foreign.rsplit(":", 1)[0] + "@")]
+    if stale:
+        subprocess.run([*ctr, "rm", *stale], capture_output=True, check=False)
     lab.kubectl("-n", "kai-scheduler", "delete", "pod", "-l", "app=binder", "--wait=true", check=False)
     lab.kubectl("-n", "kai-scheduler", "rollout", "status", "deploy/binder", "--timeout=240s", check=False)
 
@@ -334,74 +266,3 @@ def test_a_foreign_image_is_named(lab, foreign_binder):
     assert proc.returncode != 0, describe(proc)
     assert re.search(rf"binder-\S+ \(binder\) runs {re.escape(foreign_binder)}, not an image of this build",
                      proc.stdout), describe(proc)
-
-
-# ------------------------------------------------------------------ uninstall
-def leftovers(lab):
-    """What an uninstall in the guide's order must not leave behind."""
-    found = []
-    if releases(lab):
-        found.append(f"releases {releases(lab)}")
-    if kube_json(lab, "get", "crd", CONFIG) and kube_json(lab, "get", CONFIG, "default"):
-        found.append("GpuFractioningConfig default")
-    daemonsets = kube_json(lab, "-n", "gpu-fractioning", "get", "daemonsets")
-    if daemonsets and daemonsets["items"]:
-        found.append("DaemonSets " + ", ".join(d["metadata"]["name"] for d in daemonsets["items"]))
-    pods = kube_json(lab, "-n", "gpu-fractioning", "get", "pods", "-l", "app.kubernetes.io/component=mpsd")
-    if pods and pods["items"]:
-        found.append("mpsd pods")
-    for node in lab.kube_nodes:
-        if node_condition(lab, node) is not None:
-            found.append(f"{NODE_CONDITION} on {node}")
-    return found
-
-
-def test_uninstall_in_order_leaves_nothing_and_a_rerun_changes_nothing(lab, converged):
-    proc = lab.playbook("playbooks/uninstall.yml")
-    assert proc.returncode == 0, describe(proc)
-    assert leftovers(lab) == []
-    assert kube_json(lab, "get", "config.kai.scheduler", "kai-config") is None
-    # The purge: the queues, CRDs and namespaces Helm keeps.
-    proc = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
-    assert proc.returncode == 0, describe(proc)
-    crds = kube_json(lab, "get", "crd")["items"]
-    assert [c["metadata"]["name"] for c in crds
-            if re.search(r"kai\.scheduler|scheduling\.run\.ai", c["metadata"]["name"])] == []
-    namespaces = {n["metadata"]["name"] for n in kube_json(lab, "get", "namespaces")["items"]}
-    assert not namespaces & {"kai-scheduler", "gpu-fractioning", "kai-resource-reservation"}
-    again = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
-    assert again.returncode == 0, describe(again)
-    assert recap(again.stdout)["changed"] == 0, describe(again)
-
-
-def test_uninstall_reports_a_stuck_finalizer_and_force_clears_it(lab, converged):
-    # Half an install: gpu-fractioning alone (KAI is gone since the last test).
-    proc = lab.playbook("playbooks/gpu_fractioning.yml", extra_vars={"gpu_fractioning_check_kai_config": False})
-    assert proc.returncode == 0, describe(proc)
-    # The operator goes first, as when the chart is uninstalled before the config.
-    lab.kubectl("-n", "gpu-fractioning", "scale", "deploy/gpu-fractioning", "--replicas=0")
-    wait_for("the operator's pods to go", lambda: not kube_json(
-        lab, "-n", "gpu-fractioning", "get", "pods", "-l", "app.kubernetes.io/name=gpu-fractioning")["items"])
-    before = releases(lab)
-
-    stuck = lab.playbook("playbooks/uninstall.yml")
-    assert stuck.returncode != 0, describe(stuck)
-    assert f"carries the finalizer {FINALIZER}" in stuck.stdout, describe(stuck)
-    assert "uninstall_force=true" in stuck.stdout and "would hang forever" in stuck.stdout
-    refused = lab.playbook("playbooks/uninstall.yml", "--tags", "uninstall_releases")
-    assert refused.returncode != 0, describe(refused)
-    assert "GpuFractioningConfig default still exists" in refused.stdout, describe(refused)
-    config = kube_json(lab, "get", CONFIG, "default")
-    assert config and "deletionTimestamp" not in config["metadata"]
-    assert releases(lab) == before
-
-    forced = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_force": True})
-    assert forced.returncode == 0, describe(forced)
-    assert kube_json(lab, "get", CONFIG, "default") is None
-    assert releases(lab) == {}
-    daemonsets = kube_json(lab, "-n", "gpu-fractioning", "get", "daemonsets")
-    assert not daemonsets or not daemonsets["items"]
-    # The operator marked its node conditions Unknown when it stopped; the role names them.
-    for node in lab.kube_nodes:
-        if node_condition(lab, node) is not None:
-            assert node in forced.stdout, describe(forced)

@@ -79,12 +79,14 @@ def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab):
             "placed on smshare-lab-node-01 by kai-scheduler (\"Successfully assigned pod gpu-trial/half-gpu to node "
             "smshare-lab-node-01 at node-pool default\")",
             "3b. half-GPU pod finished Succeeded; it printed: ",
-            "4. gang Job gpu-trial/gang (queue gpu-pilot-gang, batch-min-member 9 = the pool's 8 GPUs + 1, 8 free): "
-            "9 pod(s), 0 placed within",
-            "the scheduler says: \"Unable to schedule the pod group of Job gang: 9 pods must start together "
-            "(kai.scheduler/batch-min-member), 8 fit now",
             "cleanup: removed the release kai-scheduler, namespaces"):
         assert seen in out, (seen, describe(proc))
+    # The half-GPU pod's reservation pod may still hold its GPU for a moment (the
+    # binder releases it once the pod is gone): 8 or 7 free, the gang of 9 never starts.
+    assert re.search(r"4\. gang Job gpu-trial/gang \(queue gpu-pilot-gang, batch-min-member 9 = the pool's 8 GPUs "
+                     r"\+ 1, [78] free\): 9 pod\(s\), 0 placed within", out), describe(proc)
+    assert re.search(r"the scheduler says: \"Unable to schedule the pod group of Job gang: 9 pods must start "
+                     r"together \(kai\.scheduler/batch-min-member\), [78] fit now", out), describe(proc)
     assert "node                     GPUs  model" in proc.stdout
     assert not kai_leftovers(pilot_lab)
 

@@ -1,8 +1,11 @@
 # Apache-2.0
 """Cross-file rules the collection keeps: each role's argument spec matches its
-defaults, both inventories have the same groups, and site.yml parses with the
-production inventory."""
+defaults, the inventories have the same groups, site.yml parses with the
+production and the air-gapped inventory, and the air-gapped one moves every
+download the README's table lists to a mirror."""
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -59,17 +62,120 @@ def test_inventories_share_the_production_groups():
     production = groups("a100")
     assert {"gpu_nodes", "build_hosts", "k8s_controller"} <= production
     assert production <= groups("lab")
+    assert production == groups("airgap")
 
 
-def test_group_vars_files_exist_in_both_inventories():
+def test_group_vars_files_exist_in_every_inventory():
     def names(inventory):
         return {p.name for p in (REPO / "inventories" / inventory / "group_vars").glob("*.yml")}
-    assert names("a100") == names("lab")
+    assert names("a100") == names("lab") == names("airgap")
 
 
-def test_site_parses_with_the_production_inventory():
+def _env():
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/a100", "--syntax-check"],
+    return env
+
+
+@pytest.mark.parametrize("inventory", ["a100", "airgap"])
+def test_site_and_audit_parse_with_the_inventory(inventory):
+    for play in ("site.yml", "playbooks/audit.yml"):
+        proc = subprocess.run(["ansible-playbook", play, "-i", "inventories/" + inventory, "--syntax-check"],
+                              cwd=REPO, env=_env(), capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- air-gapped sites
+# Hosts a site without internet cannot reach; a rendered download location must name none.
+OUTSIDE = ("github.com", "ghcr.io", "nvcr.io", "docker.io", "developer.download.nvidia.com",
+           "helm.ngc.nvidia.com", "proxy.golang.org", "quay.io", "registry.k8s.io")
+
+
+def airgap_table_knobs():
+    """The knob column of README.md's "Air-gapped sites" table: the first `name` of each row."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Air-gapped sites", 1)[1].split("\n## ", 1)[0]
+    knobs = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] not in ("what", "---"):
+            knobs += [k for k in re.findall(r"`([a-z_*]+)`", cells[2]) if not k.startswith("_")]
+    return knobs
+
+
+def rendered(inventory, host, names):
+    """The values of these variables for one host of the inventory, templated as a play sees them."""
+    play = REPO / "tests" / "unit" / "collection" / "render_vars.yml"
+    env = dict(_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(["ansible-playbook", str(play), "-i", "inventories/" + inventory, "-l", host,
+                           "-e", json.dumps({"render_names": names})],
                           cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][host]
+    return dict(zip(names, result["msg"]))
+
+
+def locations(value):
+    """URL hosts and image registries in a rendered value (strings, lists, dicts)."""
+    if isinstance(value, dict):
+        return [h for v in value.values() for h in locations(v)]
+    if isinstance(value, list):
+        return [h for v in value for h in locations(v)]
+    if not isinstance(value, str) or not value:
+        return []
+    found = re.findall(r"[a-z]+://([^/:\s]+)", value)
+    if not found and not value.startswith("/") and " " not in value:
+        first = value.split("/", 1)[0]
+        # An image reference: its registry, or Docker Hub when the first part is not a host.
+        found = [first if "/" in value and ("." in first or ":" in first) else "docker.io"]
+    return found
+
+
+def test_the_readme_table_lists_the_knobs_the_airgap_inventory_sets():
+    knobs = airgap_table_knobs()
+    assert "nvidia_driver_repo_mirror_url" in knobs and "smshare_pilot_chart_ref" in knobs, knobs
+    text = "".join(p.read_text(encoding="utf-8") for p in (REPO / "inventories" / "airgap").rglob("*.yml"))
+    # Knobs with a default that is already local (the charts' paths in the fork checkout),
+    # pieces of a knob (the mirror login) and another branch's knobs are not set there.
+    not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smoke_test_image_pull_credentials"}
+    for knob in knobs:
+        if knob not in not_set:
+            assert re.search(r"(^|[^a-z_])%s:" % re.escape(knob), text, re.M), knob
+
+
+@pytest.mark.parametrize("host,group", [("a100-hgx-01", "gpu_nodes"), ("build-01", "build_hosts"),
+                                        ("localhost", "k8s_controller")])
+def test_the_airgap_inventory_reaches_no_outside_location(host, group):
+    knobs = {
+        "gpu_nodes": ["nvidia_driver_repo_mirror_url", "nvidia_driver_keyring_deb"],
+        "build_hosts": ["fork_images_kai_scheduler_repo_url", "fork_images_gpu_fractioning_repo_url",
+                        "fork_images_binfmt_image", "fork_images_base_images", "fork_images_build_environment"],
+        "k8s_controller": ["kai_pilot_chart_ref", "kai_pilot_chart_values", "kai_pilot_pod_image",
+                           "gpu_operator_chart_repo_url", "gpu_operator_driver_repository",
+                           "kai_scheduler_registry", "gpu_fractioning_registry",
+                           "smoke_test_image", "smoke_test_devicequery_image"],
+    }[group]
+    values = rendered("airgap", host, knobs)
+    for name in knobs:
+        value = values[name]
+        if name == "fork_images_base_images":
+            value = [item["mirror"] for item in value]  # the names are what the Dockerfiles say
+        if name == "kai_pilot_chart_values":
+            value = value["global"]["registry"]   # the rest are names, not locations
+        if name == "fork_images_build_environment":
+            value = [value["GOPROXY"], value["GOSUMDB"].split()[1]]
+        if name == "nvidia_driver_keyring_deb":
+            assert value.startswith("/") and value.endswith(".deb"), value
+            continue
+        hosts = locations(value)
+        assert hosts, (name, value)
+        for found in hosts:
+            assert found.endswith(".corp.internal") and found not in OUTSIDE, (name, value)
+
+
+def test_the_production_inventory_does_reach_outside():
+    """The check above can fail: inventories/a100 names GitHub and ghcr.io."""
+    assert locations(rendered("a100", "build-01", ["fork_images_kai_scheduler_repo_url"])
+                     ["fork_images_kai_scheduler_repo_url"]) == ["github.com"]
+    assert locations(rendered("a100", "localhost", ["kai_pilot_chart_ref"])["kai_pilot_chart_ref"]) == ["ghcr.io"]
+    assert locations("nvidia/cuda:13.0.2-base-ubi8") == ["docker.io"]

@@ -149,3 +149,97 @@ def test_queues_must_be_existing_leaves_within_their_limits():
 def test_paused_decides_nothing():
     kube = run(FakeKube([pod("a", gpus=1)], [node()], [queue("team")], knobs={"kai-scheduler.paused": "true"}))
     assert kube.binds == [] and kube.events == []
+
+
+# ---------------------------------------------------------------- the binder's reservation pods
+CONFIG = {"spec": {"global": {"gpuSharingMode": "NvFractions"}, "binder": {"resourceReservation": {
+    "namespace": "kai-resource-reservation", "serviceAccountName": "kai-resource-reservation",
+    "appLabel": "kai-resource-reservation", "runtimeClassName": "nvidia",
+    "image": {"repository": "reg/kai-scheduler", "name": "resourcereservation", "tag": "t1"}}}}}
+
+
+class BinderKube(FakeKube):
+    """FakeKube plus kai-config and reservation pods that find their GPU at once
+    (answer=False: they never do)."""
+
+    def __init__(self, *args, answer=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.answer = answer
+        self.reservations, self.deleted = {}, []
+
+    def request(self, method, path, body=None, content_type=None, query=None):
+        if "labelSelector" in (query or {}):
+            return {"items": list(self.reservations.values())}
+        return super().request(method, path, body, content_type, query)
+
+    def get(self, path):
+        if path == scheduler.KAI_CONFIG:
+            return CONFIG
+        if "/kai-resource-reservation/pods/" in path:
+            found = self.reservations.get(path.rsplit("/", 1)[1])
+            if found is not None and self.answer:
+                index = found["metadata"]["annotations"][scheduler.INDEX_ANNOTATION]
+                found["metadata"]["annotations"][scheduler.RESERVED_GPU] = "GPU-%08d" % int(index)
+            return found
+        return super().get(path)
+
+    def create(self, path, obj):
+        if path == "/api/v1/namespaces/kai-resource-reservation/pods":
+            self.reservations[obj["metadata"]["name"]] = obj
+            return obj
+        return super().create(path, obj)
+
+    def delete(self, path):
+        self.deleted.append(path.rsplit("/", 1)[1])
+        self.reservations.pop(path.rsplit("/", 1)[1], None)
+
+    def merge_patch(self, path, patch):
+        super().merge_patch(path, patch)
+        self.pods[path.rsplit("/", 1)[1]]["metadata"].setdefault("labels", {}).update(patch["metadata"].get("labels")
+                                                                                      or {})
+
+
+def half(name):
+    return pod(name, annotations={"gpu-fraction": "0.5"})
+
+
+def test_binder_reserves_one_gpu_and_writes_the_annotations():
+    kube = run(BinderKube([half("a"), half("b")], [node()], [queue("team")]))
+    assert sorted(kube.binds) == [("a", "node-1"), ("b", "node-1")]
+    assert len(kube.reservations) == 1
+    res = next(iter(kube.reservations.values()))
+    assert res["metadata"]["name"].startswith("gpu-reservation-") and len(res["metadata"]["name"]) == 32
+    assert res["spec"]["runtimeClassName"] == "nvidia" and res["spec"]["nodeName"] == "node-1"
+    assert res["spec"]["containers"][0]["image"] == "reg/kai-scheduler/resourcereservation:t1"
+    assert res["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    for name in "ab":
+        notes = kube.pods[name]["metadata"]["annotations"]
+        assert notes["nvidia.com/container.c.gpu-compute.portion"] == "0.5"
+        assert notes["nvidia.com/container.c.gpu-memory.limit"] == "40960Mi"
+        assert notes["nvidia.com/container.c.gpus.devices"] == "GPU-00000000"
+        assert kube.pods[name]["metadata"]["labels"][scheduler.GPU_GROUP] == res["metadata"]["labels"][scheduler.GPU_GROUP]
+
+
+def test_binder_split_knob_puts_each_pod_on_its_own_gpu():
+    kube = run(BinderKube([half("a"), half("b")], [node()], [queue("team")],
+                          knobs={"kai-binder.split-gpus": "true"}))
+    devices = {kube.pods[n]["metadata"]["annotations"]["nvidia.com/container.c.gpus.devices"] for n in "ab"}
+    assert len(devices) == 2 and len(kube.reservations) == 2
+
+
+def test_binder_timeout_deletes_the_reservation_and_leaves_the_pod_pending():
+    kube = run(BinderKube([half("a")], [node()], [queue("team")], answer=False,
+                          knobs={"kai-binder.allocation-timeout": "0.2"}))
+    assert kube.binds == []
+    assert kube.conditions["a"]["message"].startswith(
+        "failed waiting for GPU reservation pod to allocate: kai-resource-reservation/gpu-reservation-")
+    assert kube.reservations == {} and len(kube.deleted) == 1
+
+
+def test_binder_releases_reservations_nobody_holds():
+    kube = BinderKube([], [node()], [queue("team")])
+    kube.reservations["gpu-reservation-x"] = {"metadata": {"name": "gpu-reservation-x",
+                                                           "namespace": "kai-resource-reservation",
+                                                           "labels": {scheduler.GPU_GROUP: "node-1-gpu0"}}}
+    run(kube)
+    assert kube.deleted == ["gpu-reservation-x"]

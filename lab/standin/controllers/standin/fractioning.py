@@ -376,10 +376,20 @@ def mpsd(argv):
     argv += ["-f", "-a", MPS_CONFIG]
     log("starting the MPS control daemon", command=" ".join(argv))
     daemon = subprocess.Popen(argv, env=env)
+    ignore_flag = os.path.join(MPS_PIPE, "standin-ignore-cap")
     while stop.sleep(1):
         if daemon.poll() is not None:
             log("the MPS control daemon exited", rc=daemon.returncode)
             return 1
+        try:
+            ignore = knobs(kube).get("mps.ignore-cap") == "true"
+        except (ApiError, OSError):
+            continue
+        # lab knob mps.ignore-cap: the server grants clients what they ask (caps not enforced)
+        if ignore and not os.path.exists(ignore_flag):
+            open(ignore_flag, "w").close()
+        elif not ignore and os.path.exists(ignore_flag):
+            os.unlink(ignore_flag)
     log("stopping: quitting MPS")
     subprocess.run(["nvidia-cuda-mps-control", "-q"], env=env, check=False)
     try:

@@ -164,6 +164,37 @@ def service(name):
         state["ready"] = ready
 
 
+def resource_reservation():
+    """KAI's GPU reservation pod: loads NVML (the driver the nvidia runtime mounts),
+    finds the GPU the device plugin gave it and writes that GPU's UUID on itself
+    (annotation run.ai/reserve_for_gpu_index), then holds the GPU. Without the
+    nvidia runtime there is no driver: it fails, as the real one does."""
+    kube, stop = Kube(), Stop()
+    name, namespace = os.environ.get("POD_NAME", ""), os.environ.get("POD_NAMESPACE", "")
+    try:
+        with open("/run/nvidia-standin/device.json") as handle:
+            device = json.load(handle)
+    except (OSError, ValueError):
+        log("failed to initialize NVML: could not load NVML library libnvidia-ml.so.1 "
+            "(is the pod running with the nvidia RuntimeClass?)")
+        return 1
+    known = {gpu["uuid"] for gpu in device.get("gpus") or []}
+    visible = [u for u in os.environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if u in known]
+    if not visible:
+        log("no GPU device visible to the reservation pod", visible=os.environ.get("NVIDIA_VISIBLE_DEVICES", ""))
+        return 1
+    try:
+        kube.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}",
+                         {"metadata": {"annotations": {"run.ai/reserve_for_gpu_index": visible[0]}}})
+    except (ApiError, OSError) as exc:
+        log("failed to patch the pod with its GPU", error=str(exc))
+        return 1
+    log("Pod was updated with GPU device UUID", uuid=visible[0])
+    while stop.sleep(3600):
+        pass
+    return 0
+
+
 def idle(name):
     stop = Stop()
     log(f"{name} (stand-in) started; it has nothing to do in the lab")
@@ -217,6 +248,8 @@ def main(image, argv):
             kai_config_deployer(argv[1:])
         else:
             fail("helm-hooks (stand-in): usage: kai-config-deployer [--field-manager=M] [--force-conflicts] -f FILE")
+    elif image == "resourcereservation":
+        return resource_reservation()
     else:
         idle(image)
     return 0

@@ -15,6 +15,21 @@ that makes the decisions a pilot can observe the way KAI makes them.
   `gpu-fraction` / `gpu-memory` (MiB, against the node label
   `nvidia.com/gpu.memory`) packed onto shared GPUs, each shared GPU counting as
   one whole GPU taken (as KAI's reservation pod makes it).
+- Binder (fractional pods, as KAI's binder does): one GPU group per shared GPU
+  (label `runai-gpu-group` on the pod) and its reservation pod in the
+  reservation namespace (kai-config `spec.binder.resourceReservation`: name
+  `gpu-reservation-<16 hex>`, labels `app: <appLabel>` and the group,
+  `nvidia.com/gpu: 1`, the configured runtimeClassName, nodeName set); the
+  reservation pod finds its GPU through NVML and writes the UUID in
+  `run.ai/reserve_for_gpu_index`; the binder waits for it (knob
+  `kai-binder.allocation-timeout`, seconds, default 60; on timeout the
+  reservation pod is deleted and the pod stays Pending with "failed waiting for
+  GPU reservation pod to allocate"), then writes, with gpuSharingMode
+  NvFractions, `nvidia.com/container.<c>.gpu-compute.portion`,
+  `.gpu-memory.request`/`.limit` (the fraction of `nvidia.com/gpu.memory`, Mi)
+  and `.gpus.devices` (the UUID), and binds. Reservation pods whose group has no
+  live pod left are deleted. Knob `kai-binder.split-gpus: "true"` puts every
+  fractional pod on a GPU of its own (a broken binder, for the smoke test).
 - Placed: pods/binding, then an Event `Scheduled` "Successfully assigned pod
   <ns>/<name> to node <node> at node-pool default" from component
   `kai-scheduler` (KAI's). A shared GPU is recorded on the pod as the lab
@@ -33,8 +48,10 @@ or on the lab host: `python3 -m standin kai-scheduler/scheduler` with
 STANDIN_APISERVER, STANDIN_CA, STANDIN_CLIENT_CERT, STANDIN_CLIENT_KEY.
 """
 import copy
+import hashlib
 import os
 import re
+import time
 
 from .kube import ApiError, Kube, Stop, knobs, log, now, serve_health
 
@@ -45,6 +62,11 @@ MIN_MEMBER = "kai.scheduler/batch-min-member"
 GPU = "nvidia.com/gpu"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 INDEX_ANNOTATION = "standin.smshare.io/gpu-index"
+GPU_GROUP = "runai-gpu-group"
+RESERVED_GPU = "run.ai/reserve_for_gpu_index"
+KAI_CONFIG = "/apis/kai.scheduler/v1/configs/kai-config"
+RESERVATION_DEFAULTS = {"namespace": "kai-resource-reservation", "serviceAccountName": "kai-resource-reservation",
+                        "appLabel": "kai-resource-reservation"}
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
 HEALTH_PORT = 8081
 EPSILON = 1e-9
@@ -113,8 +135,9 @@ def tolerates(pod, taint):
 class Cluster:
     """What the stand-in knows in one pass: nodes with what is left on them, queues, usage."""
 
-    def __init__(self, kube):
+    def __init__(self, kube, reservation_namespace="kai-resource-reservation", split=False):
         self.kube = kube
+        self.split = split
         self.jobs = {}
         self.nodes = {}
         for node in kube.list("/api/v1/nodes"):
@@ -137,6 +160,9 @@ class Cluster:
         for pod in bound:
             entry = self.nodes.get(pod["spec"]["nodeName"])
             wanted = requests(pod)
+            if pod["metadata"].get("namespace") == reservation_namespace and \
+                    GPU_GROUP in (pod["metadata"].get("labels") or {}):
+                wanted["gpu"] = 0.0   # the shared GPU, counted through its fractional pods' index
             fraction = 0.0
             if entry is not None:
                 for key in ("cpu", "memory", "gpu", "pods"):
@@ -256,7 +282,8 @@ def fits(cluster, pod, wanted):
             continue
         if not fraction:
             return name, []
-        indices = [i for i in sorted(entry["shared"], key=int) if entry["shared"][i] + fraction <= 1 + EPSILON]
+        indices = [i for i in sorted(entry["shared"], key=int) if entry["shared"][i] + fraction <= 1 + EPSILON
+                   and not cluster.split]
         indices = indices[:devices]
         opened = 0
         free_whole = entry["free"]["gpu"] - wanted["gpu"]
@@ -314,11 +341,115 @@ class Scheduler:
         self.event(pod, "Warning", "Unschedulable", message)
         log("pod not placed", pod="%s/%s" % (meta["namespace"], meta["name"]), reason=message)
 
-    def bind(self, pod, node, indices):
+    def config(self):
+        """kai-config, or None (no KAI operator's config: bind without reservation pods)."""
+        try:
+            return self.kube.get(KAI_CONFIG)
+        except ApiError:
+            return None
+
+    def reservation(self, config):
+        found = dict(RESERVATION_DEFAULTS)
+        found.update((((config or {}).get("spec") or {}).get("binder") or {}).get("resourceReservation") or {})
+        return found
+
+    def reserve(self, pod, node, index, settings, config):
+        """The reserved GPU's UUID (KAI's reservation pod), or raise ValueError with the binder's message."""
+        res = self.reservation(config)
+        group = "%s-gpu%s" % (node, index)
+        name = "gpu-reservation-" + hashlib.sha256(("%s/%s" % (node, group)).encode()).hexdigest()[:16]
+        path = "/api/v1/namespaces/%s/pods/%s" % (res["namespace"], name)
+        deadline = time.time() + float(settings.get("kai-binder.allocation-timeout", "60") or 60)
+        while True:
+            try:
+                found = self.kube.get(path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                found = None
+            # a reservation pod on its way out is not reused: wait for it to go
+            if found is None or not found["metadata"].get("deletionTimestamp") or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        if found is None:
+            image = res.get("image") or {}
+            spec = {"nodeName": node, "serviceAccountName": res["serviceAccountName"], "containers": [{
+                "name": "resource-reservation",
+                "image": "%s/%s:%s" % (image.get("repository"), image.get("name", "resourcereservation"),
+                                       image.get("tag")),
+                "imagePullPolicy": image.get("pullPolicy") or "IfNotPresent",
+                "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}},
+                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]}
+            if res.get("runtimeClassName"):
+                spec["runtimeClassName"] = res["runtimeClassName"]
+            self.kube.create("/api/v1/namespaces/%s/pods" % res["namespace"], {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": res["namespace"],
+                             "labels": {"app": res["appLabel"], GPU_GROUP: group},
+                             "annotations": {INDEX_ANNOTATION: str(index)}},
+                "spec": spec})
+            log("Successfully created GPU resource reservation pod", node=node, name=name, gpuGroup=group)
+        deadline = time.time() + float(settings.get("kai-binder.allocation-timeout", "60") or 60)
+        while time.time() < deadline:   # the reservation pod finds its GPU
+            try:
+                current = self.kube.get(path)
+            except ApiError:
+                current = None
+            uuid = ((current or {}).get("metadata", {}).get("annotations") or {}).get(RESERVED_GPU)
+            if uuid:
+                return group, uuid
+            time.sleep(0.5)
+        try:
+            self.kube.delete(path)
+        except ApiError:
+            pass
+        raise ValueError("failed waiting for GPU reservation pod to allocate: %s/%s" % (res["namespace"], name))
+
+    def release_unused(self, config):
+        """Delete reservation pods whose GPU group no live pod holds any more (KAI's sync)."""
+        res = self.reservation(config)
+        held = self.kube.request("GET", "/api/v1/pods", query={"labelSelector": GPU_GROUP}).get("items", [])
+        live = {p["metadata"]["labels"][GPU_GROUP] for p in held
+                if p["metadata"]["namespace"] != res["namespace"] and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") in ("Pending", "Running", None)}
+        for pod in held:
+            meta = pod["metadata"]
+            if meta["namespace"] == res["namespace"] and meta["labels"][GPU_GROUP] not in live \
+                    and not meta.get("deletionTimestamp"):
+                log("Did not find fraction pod for gpu group, deleting reservation pod", gpuGroup=meta["labels"][GPU_GROUP])
+                try:
+                    self.kube.delete("/api/v1/namespaces/%s/pods/%s" % (meta["namespace"], meta["name"]))
+                except ApiError:
+                    pass
+
+    def bind(self, pod, node, indices, node_obj=None, settings=None, config=None):
         meta = pod["metadata"]
         path = "/api/v1/namespaces/%s/pods/%s" % (meta["namespace"], meta["name"])
         if indices:
-            self.kube.merge_patch(path, {"metadata": {"annotations": {INDEX_ANNOTATION: ",".join(indices)}}})
+            notes = {INDEX_ANNOTATION: ",".join(indices)}
+            labels = {}
+            if config is not None:
+                try:
+                    groups = [self.reserve(pod, node, index, settings or {}, config) for index in indices]
+                except ValueError as exc:
+                    self.unschedulable(pod, str(exc))
+                    return False
+                labels[GPU_GROUP] = groups[0][0]
+                mode = ((config.get("spec") or {}).get("global") or {}).get("gpuSharingMode")
+                source = meta.get("annotations") or {}
+                if mode == "NvFractions" and "gpu-fraction" in source:
+                    container = source.get("gpu-fraction-container-name") or pod["spec"]["containers"][0]["name"]
+                    fraction = float(source["gpu-fraction"])
+                    total = float(((node_obj or {}).get("metadata", {}).get("labels") or {}).get(GPU_MEMORY_LABEL)
+                                  or 0)
+                    key = "nvidia.com/container.%s." % container
+                    notes[key + "gpu-compute.portion"] = source["gpu-fraction"]
+                    if total:
+                        notes[key + "gpu-memory.request"] = "%dMi" % int(fraction * total)
+                        notes[key + "gpu-memory.limit"] = "%dMi" % int(fraction * total)
+                    notes[key + "gpus.devices"] = ",".join(g[1] for g in groups)
+            self.kube.merge_patch(path, {"metadata": {"annotations": notes, "labels": labels}})
         self.kube.create(path + "/binding", {
             "apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
@@ -326,6 +457,7 @@ class Scheduler:
                    % (meta["namespace"], meta["name"], node))
         self.said.pop(meta["uid"], None)
         log("pod placed", pod="%s/%s" % (meta["namespace"], meta["name"]), node=node, gpus=",".join(indices))
+        return True
 
     def groups(self, cluster, pending, gang):
         """[(minimum to place now, [pods])], oldest first."""
@@ -354,12 +486,17 @@ class Scheduler:
         if settings.get("kai-scheduler.paused") == "true":
             return
         gang = settings.get("kai-scheduler.gang", "true") != "false"
+        self.settings = settings
+        self.kai_config = self.config()
+        if self.kai_config is not None:
+            self.release_unused(self.kai_config)
         pending = [p for p in self.kube.request("GET", "/api/v1/pods", query={
             "fieldSelector": "spec.schedulerName=%s,spec.nodeName=,status.phase=Pending" % SCHEDULER}
         ).get("items", []) if not p["metadata"].get("deletionTimestamp")]
         if not pending:
             return
-        cluster = Cluster(self.kube)
+        cluster = Cluster(self.kube, self.reservation(self.kai_config)["namespace"],
+                          split=settings.get("kai-binder.split-gpus") == "true")
         for minimum, pods, job in self.groups(cluster, pending, gang):
             self.place_group(cluster, minimum, pods, job)
 
@@ -402,7 +539,7 @@ class Scheduler:
             return
         for pod, node, indices in placed:
             try:
-                self.bind(pod, node, indices)
+                self.bind(pod, node, indices, cluster.nodes[node]["node"], self.settings, self.kai_config)
             except ApiError as exc:
                 log("binding failed", pod=pod["metadata"]["name"], error=str(exc))
         for pod in pods:

@@ -14,8 +14,8 @@ TAG = "smshare-44d1d0a-af0544e"
 BINDER_DIGEST = "sha256:" + "1" * 64
 OTHER_DIGEST = "sha256:" + "2" * 64
 MANIFEST = {"registry": REGISTRY, "tag": TAG, "images": [
-    {"fork": "kai-scheduler", "service": "binder", "digest": BINDER_DIGEST},
-    {"fork": "kai-gpu-fractioning", "service": "binder", "digest": OTHER_DIGEST},
+    {"fork": "kai_scheduler", "service": "binder", "digest": BINDER_DIGEST},
+    {"fork": "gpu_fractioning", "service": "binder", "digest": OTHER_DIGEST},
 ]}
 
 
@@ -48,7 +48,7 @@ def test_dockerconfigjson_refuses_empty_parts(args):
 # ---------------------------------------------------------------- pod_images
 def test_an_image_of_this_build_at_the_recorded_digest_passes():
     rows = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)],
-                              BASE, TAG, MANIFEST, "kai-scheduler")
+                              BASE, TAG, MANIFEST, "kai_scheduler")
     assert rows == [{"pod": "binder-1", "node": "gpu-01", "container": "main", "image": BASE + "/binder:" + TAG,
                      "service": "binder", "digest": BINDER_DIGEST, "expected_digest": BINDER_DIGEST,
                      "ok": True, "problem": ""}]
@@ -56,7 +56,7 @@ def test_an_image_of_this_build_at_the_recorded_digest_passes():
 
 def test_a_digest_that_differs_is_named_with_both_digests():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"]
     assert OTHER_DIGEST in row["problem"] and BINDER_DIGEST in row["problem"]
     assert "pushed again" in row["problem"]
@@ -70,39 +70,39 @@ def test_a_digest_that_differs_is_named_with_both_digests():
     BASE + "/sub/binder:" + TAG,                              # one level too deep
 ])
 def test_a_foreign_image_is_named(image):
-    row = cluster.pod_images([pod("binder-1", image, "x@" + BINDER_DIGEST)], BASE, TAG, MANIFEST, "kai-scheduler")[0]
+    row = cluster.pod_images([pod("binder-1", image, "x@" + BINDER_DIGEST)], BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"]
     assert "not an image of this build" in row["problem"] and image in row["problem"]
 
 
 def test_a_service_the_manifest_does_not_list_is_named():
     row = cluster.pod_images([pod("x-1", BASE + "/crd-upgrader:" + TAG, BASE + "/crd-upgrader@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "does not list" in row["problem"]
 
 
 def test_an_image_loaded_without_a_registry_digest_is_named():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, "sha256:" + "3" * 64)],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "without a registry digest" in row["problem"]
 
 
 def test_an_image_id_of_another_repository_is_not_taken_for_ours():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, REGISTRY + "/mirror/binder@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "same image under another name" in row["problem"]
 
 
 def test_a_docker_pullable_image_id_is_read():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG,
                                   "docker-pullable://" + BASE + "/binder@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert row["ok"], row
 
 
 def test_a_container_not_started_yet_is_named():
     row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, None, phase="Pending")],
-                             BASE, TAG, MANIFEST, "kai-scheduler")[0]
+                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "not pulled its image yet" in row["problem"]
 
 
@@ -115,7 +115,7 @@ def test_without_a_manifest_only_registry_and_tag_are_checked():
 def test_init_containers_are_checked_too():
     p = pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)
     p["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1"}]
-    rows = cluster.pod_images([p], BASE, TAG, MANIFEST, "kai-scheduler")
+    rows = cluster.pod_images([p], BASE, TAG, MANIFEST, "kai_scheduler")
     assert [(r["container"], r["ok"]) for r in rows] == [("init", False), ("main", True)]
 
 

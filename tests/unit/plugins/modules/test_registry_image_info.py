@@ -7,36 +7,18 @@ import sys
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.smshare.kai.plugins.module_utils import registry as reg
 from ansible_collections.smshare.kai.plugins.modules import registry_image_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
 from test_registry import HOST, PASSWORD, USER, FakeRegistry, index, single  # noqa: E402
-
-
-class Done(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result, self.failed = result, failed
+from module_runner import run_module  # noqa: E402
 
 
 def run(monkeypatch, fake, args):
     monkeypatch.setattr(reg, "open_url", fake)
-
-    def exit_json(self, **kwargs):
-        raise Done(kwargs, False)
-
-    def fail_json(self, **kwargs):
-        raise Done(kwargs, True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    with patch_module_args(args):
-        with pytest.raises(Done) as done:
-            registry_image_info.main()
-    return done.value
+    return run_module(monkeypatch, registry_image_info.main, args)
 
 
 def registry_with_images():

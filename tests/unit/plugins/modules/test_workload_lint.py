@@ -1,12 +1,13 @@
 # Apache-2.0
 """workload_lint run in-process on files and objects (live objects: tests/integration/queues)."""
 import pytest
-import yaml
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
+import yaml
+
 
 from ansible_collections.smshare.kai.plugins.modules import workload_lint
+from module_runner import run_module
 
 GOOD = {"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "half-gpu", "namespace": "gpu-trial", "labels": {"kai.scheduler/queue": "ml-team"},
@@ -15,25 +16,8 @@ GOOD = {"apiVersion": "v1", "kind": "Pod",
 TREE = [{"name": "research"}, {"name": "ml-team", "parent": "research"}]
 
 
-class Done(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result, self.failed = result, failed
-
-
 def run(monkeypatch, args):
-    def exit_json(self, **kwargs):
-        raise Done(kwargs, False)
-
-    def fail_json(self, **kwargs):
-        raise Done(kwargs, True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    with patch_module_args(args):
-        with pytest.raises(Done) as done:
-            workload_lint.main()
-    return done.value
+    return run_module(monkeypatch, workload_lint.main, args)
 
 
 def with_label(queue):

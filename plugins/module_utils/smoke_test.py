@@ -1,0 +1,697 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""The guide's step 5 ("Verify With a Two-Pod Smoke Test") and "Measure the
+Effective SM Share" as pure functions: the pods to create, the parsers of what
+the pods and the MPS server answer, the four checks and the SM-share
+measurement, the "why pending" diagnosis, and the reports (text table,
+Markdown, JUnit XML). The module `fraction_smoke_test` does the I/O; the unit
+tests call these alone on recorded and composed objects.
+
+Names and formats come from the guide and from upstream KAI-Scheduler's binder
+and gpu-fractioning's fractiond (annotation and variable names below). What
+was inferred rather than read is marked (unverified).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+from ansible_collections.smshare.kai.plugins.module_utils import mps
+
+# ---------------------------------------------------------------- the guide's pods
+SCHEDULER = "kai-scheduler"
+QUEUE_LABEL = "kai.scheduler/queue"
+LEGACY_QUEUE_LABEL = "runai/queue"
+CONTAINER = "main"
+POD_NAMES = ("fraction-smoke-a", "fraction-smoke-b")
+DEVICEQUERY_POD = "fraction-devicequery"
+DEFAULT_IMAGE = "nvidia/cuda:13.3.1-base-ubuntu24.04"
+DEFAULT_DEVICEQUERY_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:devicequery"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_QUEUE = "default-queue"
+DEFAULT_FRACTION = 0.5
+MANAGED_BY = ("app.kubernetes.io/managed-by", "smshare.kai.fraction_smoke_test")
+RUN_LABEL = "smshare.kai/smoke-test"      # which run (node) a pod belongs to
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTILE_PERCENTAGE = "100"
+
+# ---------------------------------------------------------------- what the binder writes
+# nvidia.com/container.<container>.<what> (upstream KAI binder, NvFractions mode)
+PORTION = "gpu-compute.portion"
+MODE = "gpu-compute.mode"
+MEMORY_REQUEST = "gpu-memory.request"
+MEMORY_LIMIT = "gpu-memory.limit"
+DEVICES = "gpus.devices"
+GPU_GROUP_LABEL = "runai-gpu-group"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_PREFIX = "gpu-reservation"
+RESERVATION_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"   # holds the GPU UUID despite its name
+
+# ---------------------------------------------------------------- what fractiond injects
+ENV_PIPE = "CUDA_MPS_PIPE_DIRECTORY"
+ENV_PERCENTAGE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+ENV_MEMORY_REQUEST = "NVIDIA_GPU_MEMORY_REQUEST"
+ENV_MEMORY_LIMIT = "NVIDIA_GPU_MEMORY_LIMIT"
+ENV_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+ENV_NAMES = (ENV_PIPE, ENV_PERCENTAGE, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ENV_MEMORY_REQUEST,
+             ENV_MEMORY_LIMIT, ENV_DEVICES)
+
+# ---------------------------------------------------------------- the checks
+CHECKS = ("binder", "injection", "mps", "memory", "sm_share")
+CHECK_TITLES = {
+    "binder": "1. binder decision (portion, memory, GPU UUID)",
+    "injection": "2. fractiond injection (CUDA_MPS_*, NVIDIA_GPU_MEMORY_*, NVIDIA_VISIBLE_DEVICES)",
+    "mps": "3. MPS server enforces (namespace list --server=shared)",
+    "memory": "4. pod's view of GPU memory with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100",
+    "sm_share": "SM share measured by deviceQuery",
+}
+EPSILON = 1e-6
+
+# SMs per GPU by product name (NVIDIA's published figures); the module's
+# gpu_sm_count option wins. Matched as substrings of the product name, longest first.
+SM_COUNTS = {
+    "A100": 108, "A800": 108, "A30": 56, "A10": 72, "A40": 84, "L4": 58, "L40S": 142, "L40": 142,
+    "H100 PCIe": 114, "H100-PCIE": 114, "H100": 132, "H800": 132, "H200": 132, "H20": 78, "GH200": 132,
+    "B200": 148, "V100": 80, "T4": 40,
+}
+
+
+class SmokeError(Exception):
+    """A failure with a name (module RETURN `failure`)."""
+
+    def __init__(self, msg, failure="failed", **details):
+        super(SmokeError, self).__init__(msg)
+        self.msg = msg
+        self.failure = failure
+        self.details = details
+
+
+def annotation(container, what):
+    return "nvidia.com/container.%s.%s" % (container, what)
+
+
+def pod_names(suffix=""):
+    """The guide's names, with `-<suffix>` when several runs share a namespace."""
+    tail = "-" + suffix if suffix else ""
+    return [name + tail for name in POD_NAMES], DEVICEQUERY_POD + tail
+
+
+def run_key(node):
+    """The value of RUN_LABEL for a run on `node` (any node: `any`)."""
+    if not node:
+        return "any"
+    key = re.sub(r"[^A-Za-z0-9_.-]", "-", node)[:63].strip("-_.")
+    return key or "node"
+
+
+def pod_manifest(name, namespace, queue, fraction, image, node=None, run="any", command=None, env=None,
+                 scheduler=SCHEDULER, runtime_class="nvidia", pull_secrets=(), pull_policy=None,
+                 restart="Never", container=CONTAINER):
+    """One of the guide's half-GPU pods (step 5, or the deviceQuery pod)."""
+    labels = {MANAGED_BY[0]: MANAGED_BY[1], RUN_LABEL: run}
+    if queue:
+        labels[QUEUE_LABEL] = queue
+    main = {
+        "name": container,
+        "image": image,
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if command:
+        main["command"] = list(command)
+    if env:
+        main["env"] = [{"name": k, "value": v} for k, v in env]
+    if pull_policy:
+        main["imagePullPolicy"] = pull_policy
+    spec = {
+        "schedulerName": scheduler,
+        "restartPolicy": restart,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+        "containers": [main],
+    }
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    if node:
+        spec["nodeSelector"] = {HOSTNAME_LABEL: node}
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": namespace, "labels": labels,
+            "annotations": {"gpu-fraction": fraction_text(fraction),
+                            annotation(container, MODE): "sm-sharing"},
+        },
+        "spec": spec,
+    }
+
+
+def fraction_text(fraction):
+    return ("%.6f" % fraction).rstrip("0").rstrip(".")
+
+
+def manifests(params, run):
+    """(smoke pods, deviceQuery pod or None) for the module's parameters."""
+    names, dq_name = pod_names(params.get("name_suffix") or "")
+    common = dict(namespace=params["namespace"], queue=params["queue"], fraction=params["fraction"],
+                  node=params.get("node"), run=run, scheduler=params.get("scheduler_name") or SCHEDULER,
+                  runtime_class=params.get("runtime_class"), pull_secrets=params.get("image_pull_secrets") or (),
+                  pull_policy=params.get("image_pull_policy"))
+    pods = [pod_manifest(name, image=params["image"], command=params.get("command") or ["sleep", "3600"], **common)
+            for name in names]
+    dq = None
+    if params.get("measure_sm_share", True):
+        dq = pod_manifest(dq_name, image=params["devicequery_image"], env=[(ENV_PERCENTAGE, HOSTILE_PERCENTAGE)],
+                          command=params.get("devicequery_command") or None, **common)
+    return pods, dq
+
+
+# ---------------------------------------------------------------- quantities and parsers
+QUANTITY_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?")
+QUANTITY_UNITS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                  "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+
+
+def quantity_mib(text):
+    """A Kubernetes quantity ("20Gi", "20480Mi", "21474836480") in MiB (int, rounded down)."""
+    match = QUANTITY_RE.fullmatch(str(text).strip())
+    if not match:
+        raise ValueError("not a Kubernetes quantity: %r" % (text,))
+    return int(float(match.group(1)) * QUANTITY_UNITS[match.group(2)] // (2 ** 20))
+
+
+def expected_percentage(portion):
+    """What fractiond makes of a compute portion: 0.5 -> 50, never below 1 (MPS reads 0 as unlimited)."""
+    return max(1, int(math.floor(portion * 100 + EPSILON)))
+
+
+def binder_decision(pod, container=CONTAINER):
+    """What KAI's binder wrote on the pod: portion, memory (MiB), devices (GPU UUIDs),
+    node and GPU group. Missing values are None; `problems` lists unreadable ones."""
+    meta = pod.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    problems = []
+    decision = {"pod": meta.get("name"), "node": (pod.get("spec") or {}).get("nodeName"),
+                "scheduler": (pod.get("spec") or {}).get("schedulerName") or "default-scheduler",
+                "gpu_group": (meta.get("labels") or {}).get(GPU_GROUP_LABEL),
+                "annotations": dict(sorted((k, v) for k, v in notes.items() if k.startswith("nvidia.com/"))),
+                "portion": None, "memory_request_mib": None, "memory_limit_mib": None, "devices": []}
+    raw = notes.get(annotation(container, PORTION))
+    if raw is not None:
+        try:
+            decision["portion"] = float(raw)
+        except ValueError:
+            problems.append("%s=%r is not a number" % (annotation(container, PORTION), raw))
+    for key, what in (("memory_request_mib", MEMORY_REQUEST), ("memory_limit_mib", MEMORY_LIMIT)):
+        raw = notes.get(annotation(container, what))
+        if raw is not None:
+            try:
+                decision[key] = quantity_mib(raw)
+            except ValueError as exc:
+                problems.append("%s: %s" % (annotation(container, what), exc))
+    if decision["memory_limit_mib"] is None:
+        decision["memory_limit_mib"] = decision["memory_request_mib"]
+    raw = notes.get(annotation(container, DEVICES))
+    if raw:
+        decision["devices"] = [d.strip() for d in raw.split(",") if d.strip()]
+    decision["problems"] = problems
+    return decision
+
+
+def parse_env(text):
+    """`env` output (NAME=value lines) as a dict; lines without '=' are continuation
+    lines of a multi-line value and are ignored."""
+    found = {}
+    for line in (text or "").splitlines():
+        if "=" in line and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", line):
+            name, value = line.split("=", 1)
+            found[name] = value
+    return found
+
+
+SMI_MEMORY_RE = re.compile(r"([0-9]+)\s*MiB")
+
+
+def parse_smi_memory(text):
+    """`nvidia-smi --query-gpu=memory.total --format=csv,noheader`: one line per
+    visible GPU ("40960 MiB"); returns the list of MiB values."""
+    values = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        match = SMI_MEMORY_RE.fullmatch(line)
+        if not match:
+            raise ValueError("unexpected nvidia-smi line %r (expected like '40960 MiB')" % line)
+        values.append(int(match.group(1)))
+    if not values:
+        raise ValueError("nvidia-smi printed no GPU")
+    return values
+
+
+DQ_DEVICE_RE = re.compile(r'^Device (\d+): "([^"]*)"', re.M)
+DQ_SM_RE = re.compile(r"\((\d+)\) Multiprocessors, \((\d+)\) CUDA Cores/MP:\s+(\d+) CUDA Cores")
+DQ_MEMORY_RE = re.compile(r"Total amount of global memory:\s+(\d+) MBytes \((\d+) bytes\)")
+DQ_RESULT_RE = re.compile(r"^Result = (\w+)", re.M)
+
+
+def parse_device_query(text):
+    """CUDA's deviceQuery sample output: the first device's name, multiprocessors,
+    cores per MP, global memory (MiB as printed) and the Result line."""
+    text = text or ""
+    result = DQ_RESULT_RE.search(text)
+    device = DQ_DEVICE_RE.search(text)
+    sms = DQ_SM_RE.search(text)
+    if not result:
+        raise ValueError("no 'Result = ...' line in the deviceQuery output")
+    parsed = {"result": result.group(1), "device": device.group(2) if device else None,
+              "multiprocessors": None, "cores_per_mp": None, "memory_mib": None}
+    if sms:
+        parsed["multiprocessors"] = int(sms.group(1))
+        parsed["cores_per_mp"] = int(sms.group(2))
+    memory = DQ_MEMORY_RE.search(text)
+    if memory:
+        parsed["memory_mib"] = int(memory.group(1))
+    if parsed["result"] == "PASS" and parsed["multiprocessors"] is None:
+        raise ValueError("deviceQuery passed but printed no '(N) Multiprocessors' line")
+    return parsed
+
+
+def parse_namespace_list(text):
+    """The guide's `nvidia-cuda-mps-control -p 3 namespace list --server=shared`
+    (the table form; mps.parse_namespace_table, format (unverified))."""
+    return mps.parse_namespace_table(text)
+
+
+def sm_count_for(product, override=None):
+    """SMs of one GPU: the override, else the table by product name, else None."""
+    if override:
+        return int(override)
+    if not product:
+        return None
+    name = product.replace("-", " ").upper()
+    for key in sorted(SM_COUNTS, key=len, reverse=True):
+        if key.replace("-", " ").upper() in name:
+            return SM_COUNTS[key]
+    return None
+
+
+def namespace_of(pod, namespaces):
+    """The MPS namespace row of a pod: named after its UID (the stand-in's and,
+    (unverified), fractiond's key), or <namespace>_<name>."""
+    meta = pod.get("metadata") or {}
+    uid, wanted = meta.get("uid") or "", "%s_%s" % (meta.get("namespace"), meta.get("name"))
+    for row in namespaces:
+        if (uid and uid in row["namespace"]) or row["namespace"] == wanted:
+            return row
+    return None
+
+
+# ---------------------------------------------------------------- the checks
+def result(check, node, passed, message, evidence, gpu=None):
+    return {"check": check, "title": CHECK_TITLES[check], "node": node, "gpu": gpu, "passed": bool(passed),
+            "message": message, "evidence": evidence}
+
+
+def check_binder(node, decisions, fraction):
+    """Check 1: both pods carry the binder's portion, memory and one GPU UUID,
+    on one node and one GPU, and the portions fit in one GPU."""
+    problems = []
+    for d in decisions:
+        problems.extend("%s: %s" % (d["pod"], p) for p in d["problems"])
+        if d.get("scheduler", SCHEDULER) != SCHEDULER:
+            problems.append("%s: placed by %s, not %s: gpu-fraction was ignored and the pod holds no share"
+                            % (d["pod"], d["scheduler"], SCHEDULER))
+        if d["portion"] is None:
+            problems.append("%s: no %s annotation (is global.gpuSharingMode NvFractions?)" % (d["pod"], PORTION))
+        elif abs(d["portion"] - fraction) > EPSILON:
+            problems.append("%s: portion %g, asked %g" % (d["pod"], d["portion"], fraction))
+        if d["memory_limit_mib"] is None:
+            problems.append("%s: no %s/%s annotation" % (d["pod"], MEMORY_REQUEST, MEMORY_LIMIT))
+        if len(d["devices"]) != 1:
+            problems.append("%s: %s names %d GPUs (%s), expected 1" % (
+                d["pod"], DEVICES, len(d["devices"]), ",".join(d["devices"]) or "none"))
+        elif not d["devices"][0].startswith(("GPU-", "MIG-")):
+            problems.append("%s: %r is not a GPU UUID" % (d["pod"], d["devices"][0]))
+    gpus = sorted(set(",".join(d["devices"]) for d in decisions))
+    nodes = sorted(set(str(d["node"]) for d in decisions))
+    if len(nodes) > 1:
+        problems.append("pods on different nodes: %s" % ", ".join(nodes))
+    if len(gpus) > 1:
+        problems.append("pods on different GPUs: %s" % ", ".join(g or "none" for g in gpus))
+    total = sum(d["portion"] or 0 for d in decisions)
+    if total > 1 + EPSILON:
+        problems.append("portions add up to %g on one GPU (more than 1)" % total)
+    evidence = {"pods": {d["pod"]: {"node": d["node"], "portion": d["portion"], "devices": d["devices"],
+                                    "memory_request_mib": d["memory_request_mib"],
+                                    "memory_limit_mib": d["memory_limit_mib"], "annotations": d["annotations"]}
+                         for d in decisions}, "portion_total": total}
+    message = "; ".join(problems) or "both pods on %s, %s, portions %s (total %g)" % (
+        nodes[0], gpus[0], " + ".join("%g" % (d["portion"] or 0) for d in decisions), total)
+    return result("binder", node, not problems, message, evidence, gpu=gpus[0] if len(gpus) == 1 else None)
+
+
+def check_injection(node, decisions, envs):
+    """Check 2: fractiond's variables in each container, consistent with check 1."""
+    problems, evidence = [], {}
+    for d in decisions:
+        env = envs.get(d["pod"]) or {}
+        shown = dict((k, env[k]) for k in ENV_NAMES if k in env)
+        evidence[d["pod"]] = shown
+        who = d["pod"]
+        for name in (ENV_PIPE, ENV_PERCENTAGE, ENV_MEMORY_LIMIT, ENV_DEVICES):
+            if name not in env:
+                problems.append("%s: %s not injected" % (who, name))
+        if ENV_DEVICES in env and d["devices"] and env[ENV_DEVICES] != ",".join(d["devices"]):
+            chosen = ",".join(d["devices"])
+            problems.append("%s: %s=%s but the binder chose %s" % (who, ENV_DEVICES, env[ENV_DEVICES], chosen))
+        for name, key in ((ENV_MEMORY_LIMIT, "memory_limit_mib"), (ENV_MEMORY_REQUEST, "memory_request_mib")):
+            if name in env and d[key] is not None and env[name].strip() != str(d[key]):
+                what = key[:-4].replace("_", " ")
+                problems.append("%s: %s=%s but the binder's %s is %d MiB" % (who, name, env[name], what, d[key]))
+        if ENV_PERCENTAGE in env and d["portion"] is not None:
+            wanted = expected_percentage(d["portion"])
+            if env[ENV_PERCENTAGE].strip() != str(wanted):
+                problems.append("%s: %s=%s, expected %d for portion %g" % (who, ENV_PERCENTAGE, env[ENV_PERCENTAGE],
+                                                                           wanted, d["portion"]))
+        pipe = env.get(ENV_PIPE, "")
+        if pipe.rstrip("/").endswith("/default"):
+            problems.append("%s: %s=%s is the server's default namespace, not the pod's own" % (who, ENV_PIPE, pipe))
+    message = "; ".join(problems) or "every variable injected and consistent with the binder's decision"
+    return result("injection", node, not problems, message, evidence, gpu=_one_gpu(decisions))
+
+
+def check_mps(node, decisions, pods, namespaces, command):
+    """Check 3: the MPS server lists each pod's namespace at the pod's percentage."""
+    problems, evidence = [], {"command": command, "namespaces": namespaces}
+    by_name = dict((p["metadata"]["name"], p) for p in pods)
+    for d in decisions:
+        row = namespace_of(by_name[d["pod"]], namespaces)
+        if row is None:
+            problems.append("%s: no MPS namespace for the pod (uid %s) on server 'shared'" % (
+                d["pod"], by_name[d["pod"]]["metadata"].get("uid")))
+            continue
+        evidence.setdefault("pods", {})[d["pod"]] = row
+        if d["portion"] is not None:
+            wanted = expected_percentage(d["portion"])
+            if abs(row["active_thread_percentage"] - wanted) > EPSILON:
+                problems.append("%s: namespace %s at %g%%, expected %d%%" % (
+                    d["pod"], row["namespace"], row["active_thread_percentage"], wanted))
+    message = "; ".join(problems) or "; ".join("%s: namespace %s at %g%%" % (
+        k, v["namespace"], v["active_thread_percentage"]) for k, v in sorted(evidence.get("pods", {}).items()))
+    return result("mps", node, not problems, message, evidence, gpu=_one_gpu(decisions))
+
+
+def check_memory(node, decisions, views):
+    """Check 4: nvidia-smi in each pod, with a hostile thread percentage, sees its cap."""
+    problems, evidence = [], {}
+    for d in decisions:
+        seen = views.get(d["pod"])
+        evidence[d["pod"]] = {"memory_total_mib": seen, "cap_mib": d["memory_limit_mib"]}
+        if seen is None:
+            problems.append("%s: no answer from nvidia-smi" % d["pod"])
+        elif d["memory_limit_mib"] is None:
+            problems.append("%s: sees %d MiB but the binder wrote no memory cap" % (d["pod"], max(seen)))
+        elif max(seen) != d["memory_limit_mib"]:
+            problems.append("%s: sees %s MiB, its cap is %d MiB (memory not capped)" % (
+                d["pod"], ",".join(str(v) for v in seen), d["memory_limit_mib"]))
+    message = "; ".join(problems) or "; ".join("%s sees %s MiB" % (k, v["memory_total_mib"][0])
+                                               for k, v in sorted(evidence.items()))
+    return result("memory", node, not problems, message, evidence, gpu=_one_gpu(decisions))
+
+
+def check_sm_share(node, fraction, parsed, sm_count, decision=None):
+    """The SM-share measurement: deviceQuery asking 100 % sees floor(SMs x fraction)."""
+    evidence = {"devicequery": parsed, "gpu_sm_count": sm_count, "fraction": fraction}
+    gpu = ",".join(decision["devices"]) if decision and decision["devices"] else None
+    if parsed is None:
+        return result("sm_share", node, False, "deviceQuery produced no output", evidence, gpu)
+    if parsed["result"] != "PASS":
+        return result("sm_share", node, False, "deviceQuery: Result = %s" % parsed["result"], evidence, gpu)
+    if sm_count is None:
+        return result("sm_share", node, False, "unknown SM count of %r: set gpu_sm_count" % parsed["device"],
+                      evidence, gpu)
+    wanted = int(math.floor(sm_count * fraction + EPSILON))
+    evidence["expected_multiprocessors"] = wanted
+    seen = parsed["multiprocessors"]
+    if seen != wanted:
+        return result("sm_share", node, False, "deviceQuery sees %d multiprocessors, expected %d of %d (the cap is "
+                      "not enforced)" % (seen, wanted, sm_count), evidence, gpu)
+    return result("sm_share", node, True, "deviceQuery sees %d of %d multiprocessors despite %s=%s" % (
+        seen, sm_count, ENV_PERCENTAGE, HOSTILE_PERCENTAGE), evidence, gpu)
+
+
+def _one_gpu(decisions):
+    gpus = set(",".join(d["devices"]) for d in decisions if d["devices"])
+    return gpus.pop() if len(gpus) == 1 else None
+
+
+# ---------------------------------------------------------------- why pending
+# Warnings that never explain a Pending pod (a cluster without DNS for pods).
+NOISE = ("MissingClusterDNS",)
+
+
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _events_text(events):
+    return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events if e.get("reason") not in NOISE]
+
+
+def _conditions(obj):
+    return dict((c.get("type"), c) for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_pods=(), reservation_events=(),
+             runtime_classes=None):
+    """Why `pod` is not Ready: a list of {cause, message}, most specific first,
+    never empty. `queues` None means the Queue API was not readable;
+    `runtime_classes` None means not read."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    causes = []
+
+    def add(cause, message):
+        causes.append({"cause": cause, "message": message})
+
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    if scheduler != SCHEDULER and not spec.get("nodeName"):
+        add("scheduler_name", "spec.schedulerName is %r, not %r: KAI never sees the pod and the default scheduler "
+            "ignores gpu-fraction" % (scheduler, SCHEDULER))
+    queue = labels.get(QUEUE_LABEL)
+    if not queue:
+        extra = " (it has the old %s=%s label: rename it)" % (LEGACY_QUEUE_LABEL, labels[LEGACY_QUEUE_LABEL]) \
+            if LEGACY_QUEUE_LABEL in labels else ""
+        add("queue_label_missing", "no %s label%s: set it to a leaf queue, for example default-queue" % (
+            QUEUE_LABEL, extra))
+    elif queues is not None:
+        names = dict((q["metadata"]["name"], q) for q in queues)
+        children = sorted(n for n, q in names.items() if (q.get("spec") or {}).get("parentQueue") == queue)
+        if queue not in names:
+            add("queue_unknown", "%s=%s names no Queue (known: %s)" % (QUEUE_LABEL, queue, ", ".join(sorted(names))
+                                                                       or "none"))
+        elif children:
+            add("queue_not_leaf", "queue %s has children (%s): only leaf queues run pods" % (
+                queue, ", ".join(children)))
+    gpu_nodes = [n["metadata"]["name"] for n in nodes
+                 if _gpus(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu")) > 0]
+    if nodes is not None and not gpu_nodes:
+        add("no_gpu_nodes", "no node has allocatable nvidia.com/gpu: is the device plugin (GPU Operator) running?")
+
+    loop = [e for e in reservation_events if e.get("reason") == "UnexpectedAdmissionError"]
+    if loop:
+        add("reservation_pod_loop", "KAI's reservation pods are re-created in a loop, rejected by the kubelet with "
+            "UnexpectedAdmissionError (%s, %d times): the GPUs of the chosen node are already fully allocated; "
+            "the binder retries forever" % (loop[-1].get("message"), sum(int(e.get("count") or 1) for e in loop)))
+    problems = [_reservation_problem(p, reservation_events, runtime_classes) for p in reservation_pods]
+    failed = [text for text, hard in filter(None, problems) if hard]
+    slow = [text for text, hard in filter(None, problems) if not hard]
+    if failed and not loop:
+        add("reservation_pod_failed", "KAI's GPU reservation pod cannot run, so the binder never learns the GPU: %s"
+            % "; ".join(failed))
+    elif slow and not loop:
+        # Only warnings (a volume not mounted yet, a sandbox retried): the kubelet retries these.
+        add("reservation_pod_starting", "KAI's GPU reservation pod is not running yet: %s" % "; ".join(slow))
+
+    conditions = _conditions(pod)
+    scheduled = conditions.get("PodScheduled", {})
+    if spec.get("nodeName"):
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            terminated = (cs.get("state") or {}).get("terminated") or {}
+            if waiting.get("reason") in PULL_REASONS:
+                # The kubelet retries a failed pull (with back-off): one failure may be the
+                # registry's hiccup; a second one is the image, the registry or the secret.
+                tries = sum(int(e.get("count") or 1) for e in events
+                            if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower())
+                add("image_pull" if tries >= 2 else "image_pull_retrying",
+                    "container %s on %s: %s %s (failed pulls: %d): check the image name, that the node "
+                    "reaches the registry and the pull secret" % (
+                        cs.get("name"), spec["nodeName"], waiting.get("reason"), waiting.get("message") or "",
+                        tries))
+            elif waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+                add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), spec["nodeName"],
+                                                                        waiting.get("reason"),
+                                                                        waiting.get("message") or ""))
+            elif terminated:
+                add("container_terminated", "container %s exited: %s (exit %s)" % (
+                    cs.get("name"), terminated.get("reason"), terminated.get("exitCode")))
+        if not causes:
+            warnings = [e for e in events if e.get("type") == "Warning" and e.get("reason") not in NOISE]
+            add("not_ready", "bound to %s but not Ready%s" % (
+                spec["nodeName"], ": " + "; ".join(_events_text(warnings[-3:])) if warnings else ""))
+        return causes
+    messages = []
+    if scheduled.get("status") == "False" and scheduled.get("message"):
+        messages.append(scheduled["message"])
+    for group in podgroups:
+        for cond in (group.get("status") or {}).get("schedulingConditions") or []:
+            if cond.get("message"):
+                messages.append("PodGroup %s: %s" % (group["metadata"]["name"], cond["message"]))
+    messages.extend(e.get("message") for e in events if e.get("reason") in ("Unschedulable", "FailedScheduling")
+                    and e.get("message"))
+    seen, unique = set(), []
+    for message in messages:
+        if message not in seen:
+            seen.add(message)
+            unique.append(message)
+    if unique:
+        add("unschedulable", "the scheduler says: %s" % " | ".join(unique[-3:]))
+    if not causes:
+        if scheduler == SCHEDULER:
+            add("no_scheduler_activity", "no event, condition or PodGroup from %s: is KAI Scheduler installed and its "
+                "scheduler running (kubectl -n kai-scheduler get pods)?" % SCHEDULER)
+        else:
+            add("pending", "Pending with no reason recorded")
+    return causes
+
+
+def _gpus(value):
+    try:
+        return float(value or 0)
+    except ValueError:
+        return 0
+
+
+def _reservation_problem(pod, events, runtime_classes):
+    """(why one reservation pod is not giving the binder a GPU, whether its spec or status
+    say so rather than only its events), or None."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    name = meta.get("name")
+    if (meta.get("annotations") or {}).get(RESERVATION_GPU_ANNOTATION):
+        return None
+    mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name and e.get("type") == "Warning"
+            and e.get("reason") not in NOISE]
+    bits = []
+    runtime = spec.get("runtimeClassName")
+    if not runtime:
+        bits.append("it has no runtimeClassName, so NVML cannot load (install KAI with binder.runtimeClassName=nvidia)")
+    elif runtime_classes is not None and runtime not in runtime_classes:
+        bits.append("its RuntimeClass %r does not exist (the GPU Operator creates 'nvidia')" % runtime)
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        if (state.get("waiting") or {}).get("reason") not in (None, "ContainerCreating"):
+            bits.append("%s %s" % (state["waiting"]["reason"], state["waiting"].get("message") or ""))
+        elif state.get("terminated"):
+            bits.append("exited %s (%s)" % (state["terminated"].get("exitCode"), state["terminated"].get("reason")))
+        elif last:
+            bits.append("restarted %s times, last exit %s" % (cs.get("restartCount"), last.get("exitCode")))
+    if status.get("phase") == "Failed":
+        bits.append("phase Failed: %s" % (status.get("message") or status.get("reason") or ""))
+    hard = bool(bits)   # what the pod's spec and status say; its events alone may be retried away
+    bits.extend(_events_text(mine[-2:]))
+    if not bits:
+        return None
+    return "%s/%s on %s: %s" % (meta.get("namespace"), name, spec.get("nodeName"),
+                                "; ".join(b.strip() for b in bits)), hard
+
+
+# ---------------------------------------------------------------- reports
+def summary_rows(node, decisions, envs, namespaces_by_pod, views, device_query):
+    rows = []
+    for d in decisions:
+        env = envs.get(d["pod"]) or {}
+        ns = namespaces_by_pod.get(d["pod"]) or {}
+        seen = views.get(d["pod"])
+        rows.append({"node": node, "gpu": ",".join(d["devices"]) or "-", "pod": d["pod"],
+                     "portion": d["portion"], "memory_cap_mib": d["memory_limit_mib"],
+                     "injected_percentage": env.get(ENV_PERCENTAGE), "mps_percentage":
+                     ns.get("active_thread_percentage"), "memory_seen_mib": seen[0] if seen else None,
+                     "sms_seen": None})
+    if device_query is not None:
+        rows.append({"node": node, "gpu": device_query.get("gpu") or "-", "pod": device_query.get("pod"),
+                     "portion": device_query.get("portion"), "memory_cap_mib": device_query.get("memory_cap_mib"),
+                     "injected_percentage": None, "mps_percentage": None, "memory_seen_mib": None,
+                     "sms_seen": (device_query.get("parsed") or {}).get("multiprocessors")})
+    return rows
+
+
+COLUMNS = (("node", "NODE"), ("gpu", "GPU"), ("pod", "POD"), ("portion", "PORTION"),
+           ("memory_cap_mib", "MEM CAP MiB"), ("injected_percentage", "ENV %"), ("mps_percentage", "MPS %"),
+           ("memory_seen_mib", "MEM SEEN MiB"), ("sms_seen", "SMs SEEN"))
+
+
+def _cell(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "%g" % value
+    return str(value)
+
+
+def table(rows):
+    """The per-node/GPU table as text lines (a person reads it in the task output)."""
+    cells = [[column[1] for column in COLUMNS]] + [[_cell(r.get(column[0])) for column in COLUMNS] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    return ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
+
+
+def check_lines(checks):
+    return ["%s %s [%s%s]: %s" % ("PASS" if c["passed"] else "FAIL", c["title"], c["node"],
+                                  " " + c["gpu"] if c.get("gpu") else "", c["message"]) for c in checks]
+
+
+def markdown(runs):
+    """A Markdown report of one or more runs (each a dict with node, rows, checks, pending)."""
+    out = ["# GPU fraction smoke test", ""]
+    for run in runs:
+        ok = run.get("passed")
+        out += ["## Node %s: %s" % (run.get("node") or "any", "passed" if ok else "FAILED"), ""]
+        if run.get("rows"):
+            out.append("| " + " | ".join(column[1] for column in COLUMNS) + " |")
+            out.append("|" + "---|" * len(COLUMNS))
+            for row in run["rows"]:
+                out.append("| " + " | ".join(_cell(row.get(column[0])).replace("|", "\\|") for column in COLUMNS) + " |")
+            out.append("")
+        for c in run.get("checks") or []:
+            out.append("- **%s** %s: %s" % ("PASS" if c["passed"] else "FAIL", c["title"],
+                                            c["message"].replace("\n", " ")))
+        for p in run.get("pending") or []:
+            out.append("- **PENDING** %s: %s" % (p["pod"], "; ".join(c["message"] for c in p["causes"])))
+        out.append("")
+    return "\n".join(out)
+
+
+def junit(runs, suite="fraction_smoke_test"):
+    """JUnit XML: one test case per check per node (a check that could not run is a failure)."""
+    cases, failures = [], 0
+    for run in runs:
+        node = run.get("node") or "any"
+        done = dict((c["check"], c) for c in run.get("checks") or [])
+        for check in run.get("expected_checks") or CHECKS:
+            c = done.get(check)
+            head = '    <testcase classname=%s name=%s' % (quoteattr("%s.%s" % (suite, node)), quoteattr(check))
+            if c is not None and c["passed"]:
+                cases.append(head + "/>")
+                continue
+            failures += 1
+            message = c["message"] if c is not None else (run.get("error") or "not run")
+            cases.append(head + ">\n      <failure message=%s>%s</failure>\n    </testcase>" % (
+                quoteattr(message), escape(message)))
+    header = '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n  <testsuite name=%s tests="%d" failures="%d">' % (
+        quoteattr(suite), len(cases), failures)
+    return "\n".join([header] + cases + ["  </testsuite>", "</testsuites>", ""])

@@ -1,0 +1,748 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fraction_smoke_test
+short_description: Prove that GPU fractions are enforced, not only requested (the guide's two-pod smoke test)
+version_added: 0.1.0
+description:
+  - "Runs the guide's step 5 and its SM-share measurement as one task: creates the two half-GPU pods
+    C(fraction-smoke-a) and C(fraction-smoke-b) (C(gpu-fraction), the C(sm-sharing) compute mode for container
+    C(main), C(schedulerName: kai-scheduler), C(runtimeClassName: nvidia), uid 1000, every capability dropped)
+    and the C(fraction-devicequery) pod, waits for them, runs the four checks and the measurement, and deletes
+    its pods."
+  - "Check C(binder): portion, memory and the physical GPU UUID the binder wrote in each pod's
+    C(nvidia.com/container.main.*) annotations; both pods on one GPU; the portions fit in one GPU."
+  - "Check C(injection): what fractiond injected into each container (C(CUDA_MPS_PIPE_DIRECTORY),
+    C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), C(NVIDIA_GPU_MEMORY_REQUEST/LIMIT), C(NVIDIA_VISIBLE_DEVICES)),
+    consistent with the binder's decision."
+  - "Check C(mps): C(nvidia-cuda-mps-control -p 3 namespace list --server=shared) run in the mpsd pod on the
+    pods' node lists each pod's namespace at the pod's thread percentage."
+  - "Check C(memory): C(nvidia-smi --query-gpu=memory.total) in each pod, with a hostile
+    C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100), shows the pod's memory cap."
+  - "Check C(sm_share): deviceQuery in a half-GPU pod that asks for 100 % of the SMs sees the GPU's SM count
+    times the fraction, rounded down (54 of 108 on an A100)."
+  - "When the pods stay Pending it says why (RV(pending)): no C(schedulerName: kai-scheduler), a missing or
+    wrong C(kai.scheduler/queue) label, an unknown or non-leaf queue, no allocatable C(nvidia.com/gpu), a
+    failing GPU reservation pod (no C(nvidia) RuntimeClass, NVML cannot load), reservation pods re-created in a
+    loop with C(UnexpectedAdmissionError), or the scheduler's own message."
+  - "Its pods are always deleted: on success, on failure and on interruption (SIGINT, SIGTERM, SIGHUP); a run
+    first deletes what an earlier, killed run left (pods with its labels for the same node)."
+author:
+  - smshare.kai maintainers (@smshare)
+options:
+  kubeconfig:
+    description: Kubeconfig file; default C(KUBECONFIG) or C(~/.kube/config), then the in-cluster service account.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  namespace:
+    description: Namespace of the test pods (the guide's is C(default)).
+    type: str
+    default: default
+  queue:
+    description: The pods' C(kai.scheduler/queue) label (a leaf queue). Empty leaves the label off.
+    type: str
+    default: default-queue
+  fraction:
+    description: The C(gpu-fraction) of every test pod, greater than 0 and at most 0.5 (two pods share one GPU).
+    type: float
+    default: 0.5
+  node:
+    description: Run on this Kubernetes node (a C(kubernetes.io/hostname) node selector). Unset, the scheduler picks.
+    type: str
+  name_suffix:
+    description:
+      - Appended to the guide's pod names (C(fraction-smoke-a-<suffix>)), so runs on several nodes share a
+        namespace. Default with O(node) the node's name, else none (the guide's names).
+    type: str
+  image:
+    description: Image of the two smoke pods; it must have C(env), C(sleep) and C(nvidia-smi).
+    type: str
+    default: nvidia/cuda:13.3.1-base-ubuntu24.04
+  devicequery_image:
+    description: Image of the deviceQuery pod (its entrypoint runs deviceQuery).
+    type: str
+    default: nvcr.io/nvidia/k8s/cuda-sample:devicequery
+  image_pull_secrets:
+    description: Names of image pull secrets in O(namespace) for the test pods.
+    type: list
+    elements: str
+    default: []
+  image_pull_policy:
+    description: The containers' imagePullPolicy (unset, Kubernetes' default).
+    type: str
+    choices: [Always, IfNotPresent, Never]
+  runtime_class:
+    description: The pods' runtimeClassName (the guide's C(nvidia)); empty leaves it off.
+    type: str
+    default: nvidia
+  scheduler_name:
+    description: The pods' schedulerName. Anything but C(kai-scheduler) is only useful to see the diagnosis.
+    type: str
+    default: kai-scheduler
+  measure_sm_share:
+    description: Also run the deviceQuery pod (check C(sm_share)).
+    type: bool
+    default: true
+  gpu_sm_count:
+    description:
+      - SMs of one GPU, for the C(sm_share) check. Unset, taken from the GPU's product name (deviceQuery's
+        device name, else the node's C(nvidia.com/gpu.product) label) in a table of NVIDIA's figures
+        (A100 108, H100 SXM 132, H100 PCIe 114, ...).
+    type: int
+  mpsd_namespace:
+    description: Namespace of the gpu-fractioning release (its mpsd DaemonSet's pods).
+    type: str
+    default: gpu-fractioning
+  mpsd_selector:
+    description: Label selector of the mpsd pods.
+    type: str
+    default: app.kubernetes.io/component=mpsd
+  mps_server:
+    description: The MPS server whose namespaces are listed.
+    type: str
+    default: shared
+  reservation_namespace:
+    description: Namespace of KAI's GPU reservation pods (for the diagnosis).
+    type: str
+    default: kai-resource-reservation
+  timeout:
+    description: Longest wait, in seconds, for the pods to be Ready (and deviceQuery to finish).
+    type: int
+    default: 180
+  settle:
+    description:
+      - Seconds after which a pod that is still unscheduled for a reason that waiting cannot fix (scheduler
+        name, queue label, unknown or non-leaf queue, no GPU node) ends the wait early.
+    type: int
+    default: 15
+  report_markdown:
+    description: Write a Markdown report to this file (on the host running the module).
+    type: path
+  report_junit:
+    description: Write a JUnit XML file (one test case per check) to this file.
+    type: path
+extends_documentation_fragment:
+  - smshare.kai.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Creates and deletes nothing; returns the pods it would create (RV(would_create)) and the leftover
+      pods it would delete first (RV(would_delete)).
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: The cluster is left as it was found; C(changed) is true only when leftovers of an interrupted run
+      were deleted.
+notes:
+  - The role P(smshare.kai.smoke_test#role) runs it on every GPU node in parallel.
+  - Uses the C(kubernetes) Python library (the one kubernetes.core needs) for the API, C(exec) and logs.
+  - "The MPS namespace of a pod is found by the pod's UID or C(<namespace>_<name>) in its name
+    (unverified: fractiond's naming)."
+requirements:
+  - kubernetes (Python library)
+"""
+
+EXAMPLES = r"""
+- name: Prove the fractions on one GPU node
+  smshare.kai.fraction_smoke_test:
+    kubeconfig: /etc/kubernetes/admin.conf
+    node: gpu-node-07
+    report_markdown: /var/tmp/smshare/smoke-gpu-node-07.md
+    report_junit: /var/tmp/smshare/smoke-gpu-node-07.xml
+  register: smoke
+
+- name: Show the table
+  ansible.builtin.debug:
+    msg: "{{ smoke.table }}"
+"""
+
+RETURN = r"""
+passed:
+  description: Every check passed.
+  returned: success and failure after the pods ran
+  type: bool
+checks:
+  description: One entry per check (C(binder), C(injection), C(mps), C(memory), C(sm_share)).
+  returned: success and failure after the pods ran
+  type: list
+  elements: dict
+  contains:
+    check:
+      description: The check's name.
+      type: str
+      sample: mps
+    title:
+      description: What it proves.
+      type: str
+    node:
+      description: The node the pods ran on.
+      type: str
+    gpu:
+      description: The GPU UUID the binder chose (null when the pods disagree).
+      type: str
+    passed:
+      description: Whether it held.
+      type: bool
+    message:
+      description: What was seen, or what is wrong.
+      type: str
+    evidence:
+      description: The values read (annotations, variables, MPS rows, outputs).
+      type: dict
+rows:
+  description: The per-node/GPU table as data (node, gpu, pod, portion, memory cap, injected and MPS percentage,
+    memory and SMs seen).
+  returned: success and failure after the pods ran
+  type: list
+  elements: dict
+table:
+  description: RV(rows) as text lines, then one line per check.
+  returned: success and failure after the pods ran
+  type: list
+  elements: str
+pending:
+  description: For each pod that did not become Ready, the causes found (C(cause), C(message)).
+  returned: failure (failure=pending)
+  type: list
+  elements: dict
+would_create:
+  description: The pods a run would create (check mode).
+  returned: check mode
+  type: list
+  elements: dict
+would_delete:
+  description: Leftover pods a run would delete first (check mode).
+  returned: check mode
+  type: list
+  elements: str
+deleted:
+  description: The pods deleted (leftovers and this run's).
+  returned: always
+  type: list
+  elements: str
+node:
+  description: The node the pods ran on.
+  returned: success and failure after the pods were bound
+  type: str
+reports:
+  description: Report files written.
+  returned: always
+  type: list
+  elements: str
+failure:
+  description: >-
+    Why the module failed: V(checks_failed) (a check did not hold; the message names node, GPU and check),
+    V(pending) (pods not Ready in time; see RV(pending)), V(interrupted) (a signal; the pods were deleted),
+    V(bad_input), V(missing_library), V(cluster) (the API server refused or could not be reached),
+    V(unparsable) (an answer in an unknown format), V(pods_deleted) (a test pod was deleted by something else
+    while the module waited).
+  returned: failure
+  type: str
+"""
+
+import os
+import re
+import signal
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.module_utils import validate
+
+try:
+    from kubernetes import client as kclient
+    from kubernetes import config as kconfig
+    from kubernetes.client.rest import ApiException
+    from kubernetes.stream import stream
+except ImportError:
+    kclient = None
+    ApiException = Exception
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+NODE_RE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
+# causes waiting cannot fix (a missing queue label is not one: KAI's podgrouper may
+# put the pod in default-queue, so it is only named when the pod is still Pending)
+DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes",
+              "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated",
+              "image_pull")
+POLL = 1.0
+
+
+class Interrupted(Exception):
+    pass
+
+
+def check_input(params):
+    """Every parameter rule, before anything is created (raises validate.BadInput)."""
+    validate.text("namespace", params["namespace"], example="default", pattern=NAME_RE,
+                  rule="must be a namespace name", max_length=63)
+    if params["queue"]:
+        validate.text("queue", params["queue"], example="default-queue", pattern=NODE_RE,
+                      rule="must be a queue name", max_length=63)
+    if not 0 < params["fraction"] <= 0.5:
+        raise validate.BadInput("fraction", params["fraction"], "must be greater than 0 and at most 0.5 (two pods "
+                                "share one GPU)", "0.5")
+    if params["node"] is not None:
+        validate.text("node", params["node"], example="gpu-node-07", pattern=NODE_RE, rule="must be a node name",
+                      max_length=253)
+    if params["name_suffix"]:
+        validate.text("name_suffix", params["name_suffix"], example="gpu-node-07", pattern=NAME_RE,
+                      rule="must be lower-case letters, digits and '-'", max_length=40)
+    for key in ("image", "devicequery_image"):
+        validate.text(key, params[key], example=st.DEFAULT_IMAGE, pattern=IMAGE_RE, rule="must be an image reference")
+    for index, name in enumerate(params["image_pull_secrets"]):
+        validate.text("image_pull_secrets[%d]" % index, name, example="registry-login", pattern=NAME_RE,
+                      rule="must be a Secret name")
+    if params["runtime_class"]:
+        validate.text("runtime_class", params["runtime_class"], example="nvidia", pattern=NODE_RE,
+                      rule="must be a RuntimeClass name")
+    validate.text("scheduler_name", params["scheduler_name"], example="kai-scheduler", pattern=NODE_RE,
+                  rule="must be a scheduler name")
+    for key in ("mpsd_namespace", "reservation_namespace"):
+        validate.text(key, params[key], example="gpu-fractioning", pattern=NAME_RE, rule="must be a namespace name")
+    validate.text("mpsd_selector", params["mpsd_selector"], example="app.kubernetes.io/component=mpsd",
+                  pattern=SELECTOR_RE, rule="must be a label selector")
+    validate.text("mps_server", params["mps_server"], example="shared", pattern=re.compile(r"[A-Za-z0-9_.-]+"),
+                  rule="must be an MPS server name")
+    for key, low, high in (("timeout", 10, 3600), ("settle", 1, 3600)):
+        if not low <= params[key] <= high:
+            raise validate.BadInput(key, params[key], "must be between %d and %d seconds" % (low, high), str(low * 3))
+    if params["gpu_sm_count"] is not None and not 1 <= params["gpu_sm_count"] <= 1024:
+        raise validate.BadInput("gpu_sm_count", params["gpu_sm_count"], "must be between 1 and 1024", "108")
+    for key in ("report_markdown", "report_junit"):
+        if params[key]:
+            validate.path(key, params[key], example="/var/tmp/smshare/smoke.md")
+
+
+class Cluster(object):
+    """The few API calls the smoke test makes."""
+
+    def __init__(self, kubeconfig, context):
+        try:
+            home_config = os.path.join(os.environ.get("HOME", "/"), ".kube", "config")
+            if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(home_config):
+                api = kconfig.new_client_from_config(config_file=kubeconfig, context=context)
+            else:
+                kconfig.load_incluster_config()
+                api = kclient.ApiClient()
+        except Exception as exc:  # pylint: disable=broad-except
+            raise st.SmokeError("cannot load the kubeconfig %s: %s" % (kubeconfig or "(default)", exc), "cluster")
+        self.api = api
+        self.core = kclient.CoreV1Api(api)
+        self.custom = kclient.CustomObjectsApi(api)
+        self.node_api = kclient.NodeV1Api(api)
+
+    def _call(self, what, func, *args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:  # pylint: disable=broad-except
+            if isinstance(exc, ApiException):
+                raise st.SmokeError("%s: %s %s" % (what, exc.status, exc.reason), "cluster")
+            raise st.SmokeError("%s: %s" % (what, exc), "cluster")
+
+    def _dict(self, obj):
+        return self.api.sanitize_for_serialization(obj)
+
+    def pods(self, namespace, selector=None, field=None):
+        kwargs = {}
+        if selector:
+            kwargs["label_selector"] = selector
+        if field:
+            kwargs["field_selector"] = field
+        found = self._call("listing pods in %s" % namespace, self.core.list_namespaced_pod, namespace, **kwargs)
+        return self._dict(found).get("items") or []
+
+    def pod(self, namespace, name):
+        try:
+            return self._dict(self.core.read_namespaced_pod(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise st.SmokeError("reading pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+
+    def create(self, manifest):
+        meta = manifest["metadata"]
+        self._call("creating pod %s/%s" % (meta["namespace"], meta["name"]), self.core.create_namespaced_pod,
+                   meta["namespace"], manifest)
+
+    def delete(self, namespace, name):
+        try:
+            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise st.SmokeError("deleting pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+
+    def events(self, namespace, name=None):
+        kwargs = {"field_selector": "involvedObject.name=%s" % name} if name else {}
+        found = self._call("listing events in %s" % namespace, self.core.list_namespaced_event, namespace, **kwargs)
+        return self._dict(found).get("items") or []
+
+    def nodes(self):
+        return self._dict(self._call("listing nodes", self.core.list_node)).get("items") or []
+
+    def node(self, name):
+        try:
+            return self._dict(self.core.read_node(name))
+        except ApiException:
+            return None
+
+    def custom_list(self, group, version, plural, namespace=None):
+        """Items, or None when the API does not serve the resource."""
+        try:
+            if namespace:
+                found = self.custom.list_namespaced_custom_object(group, version, namespace, plural)
+            else:
+                found = self.custom.list_cluster_custom_object(group, version, plural)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None
+            raise st.SmokeError("listing %s: %s %s" % (plural, exc.status, exc.reason), "cluster")
+        return found.get("items") or []
+
+    def runtime_classes(self):
+        try:
+            return [r.metadata.name for r in self.node_api.list_runtime_class().items]
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+    def exec_(self, namespace, name, command, container=None, timeout=60):
+        """(stdout, stderr, rc) of a command in a container."""
+        kwargs = dict(command=command, stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+        if container:
+            kwargs["container"] = container
+        try:
+            resp = stream(self.core.connect_get_namespaced_pod_exec, name, namespace, **kwargs)
+            resp.run_forever(timeout=timeout)
+            out, err = resp.read_stdout() or "", resp.read_stderr() or ""
+            rc = resp.returncode
+            resp.close()
+        except Exception as exc:  # pylint: disable=broad-except
+            raise st.SmokeError("exec %s in %s/%s: %s" % (" ".join(command), namespace, name, exc), "cluster")
+        return out, err, rc
+
+    def logs(self, namespace, name, container=None):
+        kwargs = {"container": container} if container else {}
+        return self._call("logs of %s/%s" % (namespace, name), self.core.read_namespaced_pod_log, name, namespace,
+                          **kwargs)
+
+
+def is_ready(pod):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def is_done(pod):
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class Smoke(object):
+    def __init__(self, module, cluster):
+        self.module = module
+        self.p = module.params
+        self.cluster = cluster
+        self.run = st.run_key(self.p["node"])
+        self.selector = "%s=%s,%s=%s" % (st.MANAGED_BY[0], st.MANAGED_BY[1], st.RUN_LABEL, self.run)
+        self.deleted = []
+        self.created = []
+
+    def leftovers(self):
+        return [p["metadata"]["name"] for p in self.cluster.pods(self.p["namespace"], self.selector)]
+
+    def delete_all(self, names, wait=60):
+        ns = self.p["namespace"]
+        for name in names:
+            if self.cluster.delete(ns, name):
+                self.deleted.append(name)
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            remaining = [n for n in names if self.cluster.pod(ns, n) is not None]
+            if not remaining:
+                return []
+            time.sleep(POLL)
+        return remaining
+
+    def wait(self, pods, dq):
+        """Read the pods until all are Ready (deviceQuery: finished); returns (objects, dq object, pending)."""
+        ns = self.p["namespace"]
+        start = time.time()
+        deadline = start + self.p["timeout"]
+        while True:
+            current = [self.cluster.pod(ns, m["metadata"]["name"]) for m in pods]
+            dq_now = self.cluster.pod(ns, dq["metadata"]["name"]) if dq else None
+            gone = [m["metadata"]["name"] for m, c in zip(pods + ([dq] if dq else []), current + [dq_now])
+                    if c is None]
+            if gone:
+                raise st.SmokeError("%s deleted while the smoke test waited for %s (by another user, controller or "
+                                    "an earlier run's cleanup): run it again" % (
+                                        ", ".join(gone), "it" if len(gone) == 1 else "them"), "pods_deleted")
+            waiting = [c for c in current if c is None or not is_ready(c)]
+            if dq is not None and (dq_now is None or not is_done(dq_now)):
+                waiting.append(dq_now)
+            if not waiting:
+                return current, dq_now, []
+            now = time.time()
+            if now >= deadline or now - start >= self.p["settle"]:
+                pending = self.diagnose([w for w in waiting if w is not None])
+                definitive = all(any(c["cause"] in DEFINITIVE for c in p["causes"]) for p in pending)
+                if now >= deadline or (pending and definitive):
+                    return current, dq_now, pending
+            time.sleep(POLL)
+
+    def diagnose(self, pods):
+        ns = self.p["namespace"]
+        nodes = self.cluster.nodes()
+        queues = self.cluster.custom_list("scheduling.run.ai", "v2", "queues")
+        groups = self.cluster.custom_list("scheduling.run.ai", "v2alpha2", "podgroups", ns) or []
+        reservation = self.cluster.pods(self.p["reservation_namespace"])
+        reservation_events = self.cluster.events(self.p["reservation_namespace"])
+        runtime_classes = self.cluster.runtime_classes()
+        pending = []
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            group_name = (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+            mine = [g for g in groups if g["metadata"]["name"] == group_name or name in g["metadata"]["name"]]
+            gpu_group = (pod["metadata"].get("labels") or {}).get(st.GPU_GROUP_LABEL)
+            related = [r for r in reservation if not gpu_group
+                       or (r["metadata"].get("labels") or {}).get(st.GPU_GROUP_LABEL) == gpu_group]
+            if self.p["node"]:
+                related = [r for r in related if (r.get("spec") or {}).get("nodeName") in (None, self.p["node"])]
+            causes = st.diagnose(pod, self.cluster.events(ns, name), nodes, queues, mine, related,
+                                 reservation_events, runtime_classes)
+            pending.append({"pod": name, "phase": (pod.get("status") or {}).get("phase"), "causes": causes})
+        return pending
+
+    def mps_namespaces(self, node):
+        mpsd = self.cluster.pods(self.p["mpsd_namespace"], self.p["mpsd_selector"], "spec.nodeName=%s" % node)
+        command = ["nvidia-cuda-mps-control", "-p", "3", "namespace", "list", "--server=%s" % self.p["mps_server"]]
+        if not mpsd:
+            where = (self.p["mpsd_selector"], node, self.p["mpsd_namespace"])
+            raise st.SmokeError("no mpsd pod (%s) on node %s in %s" % where, "failed")
+        pod = mpsd[0]
+        out, err, rc = self.cluster.exec_(self.p["mpsd_namespace"], pod["metadata"]["name"], command)
+        shown = "kubectl -n %s exec %s -- %s" % (self.p["mpsd_namespace"], pod["metadata"]["name"], " ".join(command))
+        if rc not in (0, None):
+            raise st.SmokeError("%s failed (rc %s): %s" % (shown, rc, (err or out).strip()), "failed",
+                                cmd=shown, rc=rc, stdout=out, stderr=err)
+        try:
+            return st.parse_namespace_list(out), shown
+        except ValueError as exc:
+            raise st.SmokeError("%s: unexpected output (%s): %r" % (shown, exc, out[:500]), "unparsable",
+                                cmd=shown, stdout=out)
+
+    def checks(self, pods):
+        """The four checks on the two Ready smoke pods: (node, results, rows)."""
+        ns = self.p["namespace"]
+        node = pods[0]["spec"].get("nodeName")
+        decisions = [st.binder_decision(p) for p in pods]
+        results = [st.check_binder(node, decisions, self.p["fraction"])]
+        envs, views = {}, {}
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            out, _err, _rc = self.cluster.exec_(ns, name, ["env"], st.CONTAINER)
+            envs[name] = st.parse_env(out)
+            out, err, rc = self.cluster.exec_(ns, name, ["env", "%s=%s" % (st.ENV_PERCENTAGE, st.HOSTILE_PERCENTAGE),
+                                                         "nvidia-smi", "--query-gpu=memory.total",
+                                                         "--format=csv,noheader"], st.CONTAINER)
+            try:
+                views[name] = st.parse_smi_memory(out) if rc in (0, None) else None
+            except ValueError:
+                views[name] = None
+            if views[name] is None:
+                self.module.warn("nvidia-smi in %s: rc %s %s" % (name, rc, (err or out).strip()[:300]))
+        results.append(st.check_injection(node, decisions, envs))
+        rows_ns = {}
+        try:
+            namespaces, command = self.mps_namespaces(node)
+            results.append(st.check_mps(node, decisions, pods, namespaces, command))
+            for pod in pods:
+                row = st.namespace_of(pod, namespaces)
+                if row:
+                    rows_ns[pod["metadata"]["name"]] = row
+        except st.SmokeError as exc:
+            results.append(st.result("mps", node, False, exc.msg, exc.details))
+        results.append(st.check_memory(node, decisions, views))
+        return node, results, st.summary_rows(node, decisions, envs, rows_ns, views, None)
+
+    def sm_share(self, dq):
+        """The SM-share measurement on the finished deviceQuery pod: (result, table row)."""
+        ns = self.p["namespace"]
+        node = dq["spec"].get("nodeName")
+        decision = st.binder_decision(dq)
+        parsed = None
+        try:
+            parsed = st.parse_device_query(self.cluster.logs(ns, dq["metadata"]["name"], st.CONTAINER))
+        except (ValueError, st.SmokeError) as exc:
+            self.module.warn("deviceQuery output not readable: %s" % exc)
+        product = (parsed or {}).get("device") or (((self.cluster.node(node) or {}).get("metadata") or {})
+                                                   .get("labels") or {}).get("nvidia.com/gpu.product")
+        sm_count = st.sm_count_for(product, self.p["gpu_sm_count"])
+        check = st.check_sm_share(node, self.p["fraction"], parsed, sm_count, decision)
+        row = {"pod": dq["metadata"]["name"], "gpu": ",".join(decision["devices"]) or None,
+               "portion": decision["portion"], "memory_cap_mib": decision["memory_limit_mib"], "parsed": parsed}
+        return check, st.summary_rows(node, [], {}, {}, {}, row)
+
+
+def write_reports(module, run):
+    written = []
+    for key, render in (("report_markdown", st.markdown), ("report_junit", st.junit)):
+        path = module.params[key]
+        if not path:
+            continue
+        folder = os.path.dirname(path)
+        try:
+            if folder and not os.path.isdir(folder):
+                os.makedirs(folder)
+            with open(path, "w") as handle:
+                handle.write(render([run]))
+        except (IOError, OSError) as exc:
+            module.warn("cannot write %s %s: %s" % (key, path, exc))
+            continue
+        written.append(path)
+    return written
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            namespace=dict(type="str", default=st.DEFAULT_NAMESPACE),
+            queue=dict(type="str", default=st.DEFAULT_QUEUE),
+            fraction=dict(type="float", default=st.DEFAULT_FRACTION),
+            node=dict(type="str"),
+            name_suffix=dict(type="str"),
+            image=dict(type="str", default=st.DEFAULT_IMAGE),
+            devicequery_image=dict(type="str", default=st.DEFAULT_DEVICEQUERY_IMAGE),
+            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+            image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"]),
+            runtime_class=dict(type="str", default="nvidia"),
+            scheduler_name=dict(type="str", default=st.SCHEDULER),
+            measure_sm_share=dict(type="bool", default=True),
+            gpu_sm_count=dict(type="int"),
+            mpsd_namespace=dict(type="str", default="gpu-fractioning"),
+            mpsd_selector=dict(type="str", default="app.kubernetes.io/component=mpsd"),
+            mps_server=dict(type="str", default="shared"),
+            reservation_namespace=dict(type="str", default=st.RESERVATION_NAMESPACE),
+            timeout=dict(type="int", default=180),
+            settle=dict(type="int", default=15),
+            report_markdown=dict(type="path"),
+            report_junit=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        check_input(params)
+    except validate.BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
+    if kclient is None:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
+                         failure="missing_library")
+    if params["name_suffix"] is None and params["node"]:
+        params["name_suffix"] = st.run_key(params["node"]).lower().replace(".", "-").replace("_", "-")[:40].strip("-")
+
+    run_info = {"node": params["node"], "checks": [], "rows": [], "pending": [], "passed": False,
+                "expected_checks": [c for c in st.CHECKS if c != "sm_share" or params["measure_sm_share"]]}
+    smoke = None
+    try:
+        smoke = Smoke(module, Cluster(params["kubeconfig"], params["context"]))
+        pods, dq = st.manifests(params, smoke.run)
+        leftovers = smoke.leftovers()
+        if module.check_mode:
+            module.exit_json(changed=bool(leftovers), would_create=pods + ([dq] if dq else []),
+                             would_delete=leftovers, deleted=[], reports=[])
+        remaining = smoke.delete_all(leftovers)
+        if remaining:
+            raise st.SmokeError("pods of an earlier run are still terminating: %s" % ", ".join(remaining), "cluster")
+        result = run_smoke(module, smoke, pods, dq, run_info)
+    except st.SmokeError as exc:
+        run_info["error"] = exc.msg
+        run_info["reports"] = write_reports(module, run_info)
+        module.fail_json(msg=exc.msg, failure=exc.failure, deleted=smoke.deleted if smoke else [],
+                         pending=run_info["pending"], checks=run_info["checks"], rows=run_info["rows"],
+                         reports=run_info["reports"], **exc.details)
+    result["reports"] = write_reports(module, run_info)
+    result["changed"] = bool(leftovers)
+    if not result["passed"]:
+        failed = [c for c in result["checks"] if not c["passed"]]
+        module.fail_json(msg="fraction smoke test failed on node %s: %s" % (result["node"], "; ".join(
+            "check %s (GPU %s): %s" % (c["check"], c.get("gpu") or "?", c["message"]) for c in failed)),
+            failure="checks_failed", **result)
+    module.exit_json(**result)
+
+
+def run_smoke(module, smoke, pods, dq, run_info):
+    """Create, wait, check; the pods are deleted whatever happens (signals included)."""
+    def interrupted(signum, _frame):
+        raise Interrupted("interrupted by signal %d" % signum)
+
+    previous = dict((s, signal.signal(s, interrupted)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    names = [m["metadata"]["name"] for m in pods + ([dq] if dq else [])]
+    timeout = int(module.params["timeout"])
+
+    started = time.time()
+
+    def not_ready(pending):
+        run_info["pending"] = pending
+        waited = int(time.time() - started)
+        return st.SmokeError("pods not ready after %ss (timeout %ss): %s" % (waited, timeout, "; ".join("%s (%s): %s" % (
+            p["pod"], p["phase"], " | ".join("%s: %s" % (c["cause"], c["message"]) for c in p["causes"]))
+            for p in pending)), "pending")
+
+    try:
+        # the guide's order: the two pods and their checks, then (GPU given back) deviceQuery
+        for manifest in pods:
+            smoke.created.append(manifest["metadata"]["name"])
+            smoke.cluster.create(manifest)
+        objects, _none, pending = smoke.wait(pods, None)
+        if pending:
+            raise not_ready(pending)
+        node, checks, rows = smoke.checks(objects)
+        run_info.update(node=node, checks=checks, rows=rows)
+        smoke.delete_all([m["metadata"]["name"] for m in pods])
+        if dq is not None:
+            smoke.created.append(dq["metadata"]["name"])
+            smoke.cluster.create(dq)
+            _none, dq_obj, pending = smoke.wait([], dq)
+            if pending:
+                raise not_ready(pending)
+            check, dq_rows = smoke.sm_share(dq_obj)
+            checks.append(check)
+            rows.extend(dq_rows)
+        run_info["passed"] = all(c["passed"] for c in checks)
+        table = st.table(rows) + [""] + st.check_lines(checks)
+        return dict(passed=run_info["passed"], checks=checks, rows=rows, table=table, node=node, pending=[],
+                    deleted=smoke.deleted)
+    except Interrupted as exc:
+        raise st.SmokeError("%s: the test pods were deleted" % exc, "interrupted")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            smoke.delete_all(names)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Helpers shared by the cluster directory's lab tests (converge, smoke test, uninstall)."""
+import json
+import subprocess
+import time
+
+import yaml
+
+from lab_helpers import describe, recap
+
+PLAYBOOKS = "tests/integration/cluster/playbooks"
+FINALIZER = "gpu-fractioning.nvidia.com/cleanup-node-conditions"
+NODE_CONDITION = "gpu-fractioning.nvidia.com/Ready"
+CONFIG = "gpufractioningconfigs.gpu-fractioning.kai.scheduler"
+
+
+def kube_json(lab, *args):
+    proc = lab.kubectl(*args, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def releases(lab):
+    """{name: (status, revision)} of every helm release in the lab (helm list -A)."""
+    found = {}
+    for namespace in ("kai-scheduler", "gpu-fractioning"):
+        out = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "list", "-a", "-o", "json", "-n", namespace],
+                             env=lab.env, capture_output=True, text=True, check=True).stdout
+        for row in json.loads(out or "[]"):
+            found[row["name"]] = (row["status"], row["revision"])
+    return found
+
+
+def lab_vars(lab):
+    return yaml.safe_load((lab.state_dir / "inventory" / "group_vars" / "smshare_lab" / "lab.yml").read_text())
+
+
+def manifest(lab):
+    return json.loads((lab.state_dir / "fork_images_manifest.json").read_text())
+
+
+def knob(lab, key, value=None):
+    """Set (or, with None, remove) a stand-in misbehaviour knob (lab/standin/charts/CONTRACT.md)."""
+    if value is None:
+        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "json",
+                    "-p", json.dumps([{"op": "remove", "path": "/data/" + key.replace("/", "~1")}]), check=False)
+    else:
+        lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "merge",
+                    "-p", json.dumps({"data": {key: value}}))
+
+
+def wait_for(what, check, timeout=240, step=3):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(step)
+
+
+def node_condition(lab, node):
+    obj = kube_json(lab, "get", "node", node)
+    return {c["type"]: c["status"] for c in obj["status"].get("conditions", [])}.get(NODE_CONDITION)
+
+
+def assert_hosts(lab, proc, **expected):
+    assert proc.returncode == 0, describe(proc)
+    for host in [*lab.gpu_nodes, "localhost"]:
+        counts = recap(proc.stdout, host)
+        for key, value in expected.items():
+            assert counts[key] == value, f"{host}: {key}={counts[key]}\n{describe(proc)}"
+
+
+def take_kai_off(lab):
+    """Uninstall both releases with everything they leave (purge) and whatever blocks them (force)."""
+    lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True, "uninstall_force": True})

@@ -1,0 +1,41 @@
+"""One site.yml converge for the whole directory (session scope, shared by the
+cluster checks and the smoke test); test_uninstall_on_lab.py runs last here and
+takes KAI off. Whatever still has KAI at the end of the session is uninstalled
+then, so later tests (the pilot refuses a cluster with KAI) find a clean lab."""
+import time
+
+import pytest
+
+from cluster_helpers import assert_hosts, take_kai_off
+
+
+class Install:
+    def __init__(self, proc):
+        self.proc = proc
+        self.installed = True
+
+
+@pytest.fixture(scope="session")
+def kai_install(lab):
+    if not lab.gpu_nodes or not lab.node_tier:
+        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
+    started = time.monotonic()
+    proc = lab.playbook("site.yml")
+    print(f"\n[cluster] site.yml converge, smoke play included: {time.monotonic() - started:.0f} s")
+    try:
+        assert_hosts(lab, proc, failed=0)
+    except AssertionError:
+        take_kai_off(lab)   # a failed converge must not fail the later tests too
+        raise
+    install = Install(proc)
+    yield install
+    if install.installed:
+        take_kai_off(lab)
+
+
+@pytest.fixture
+def converged(kai_install):
+    """site.yml's output on the lab; fails when an earlier test took KAI off."""
+    if not kai_install.installed:
+        pytest.fail("KAI was uninstalled by an earlier test in this session")
+    return kai_install.proc

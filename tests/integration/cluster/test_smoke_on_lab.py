@@ -1,0 +1,205 @@
+"""The smoke test on the lab's GPU data plane (stand-ins: lab/standin/charts/CONTRACT.md,
+"The GPU data plane"), on the directory's one converge (conftest.py), in file order:
+
+site.yml's last play, the smoke test, passed on the node -> the module alone:
+every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> pods that cannot
+be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
+scheduler) -> an interrupted run deletes its pods; a killed one leaves them
+and the next run removes them first -> last, a reservation pod without the
+nvidia RuntimeClass is diagnosed.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster_helpers import knob
+from lab_helpers import describe
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
+
+MODULE = "tests/integration/cluster/playbooks/smoke_module.yml"
+NAMESPACE = "default"
+SELECTOR = "app.kubernetes.io/managed-by=smshare.kai.fraction_smoke_test"
+
+
+def smoke(lab, **case):
+    """The module once; its result."""
+    started = time.monotonic()
+    out = lab.state_dir / ("smoke-result-%d.json" % os.getpid())
+    out.unlink(missing_ok=True)
+    proc = lab.playbook(MODULE, extra_vars={"smoke": case, "smoke_out": str(out)})
+    assert proc.returncode == 0 and out.is_file(), describe(proc)
+    result = json.loads(out.read_text())
+    out.unlink()
+    assert "passed" in result or "failure" in result, "the module gave no result of its own:\n" + describe(proc)
+    print("\n[smoke] %s: %.0f s" % (case or "happy path", time.monotonic() - started))
+    return result
+
+
+def our_pods(lab):
+    out = lab.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "name", check=False).stdout
+    return out.split()
+
+
+def failed_checks(result):
+    return sorted(c["check"] for c in result.get("checks", []) if not c["passed"])
+
+
+def test_site_ends_with_the_smoke_test_passing(lab, converged):
+    out = converged.stdout
+    assert "Prove the GPU fractions are enforced" in out
+    assert "The smoke test passed on %s" % lab.kube_nodes[0] in out
+    assert "54" in out   # deviceQuery's multiprocessors in the node's table
+    assert our_pods(lab) == []
+    reports = lab.state_dir / "smoke"
+    assert (reports / ("smoke-%s.xml" % lab.kube_nodes[0])).is_file()
+
+
+def test_check_mode_of_the_play_creates_nothing(lab, converged):
+    proc = lab.playbook("site.yml", "--tags", "smoke", "--check")
+    assert proc.returncode == 0, describe(proc)
+    assert "changed=0" in proc.stdout.split("PLAY RECAP")[-1]
+    assert our_pods(lab) == []
+
+
+def test_module_happy_path(lab, converged, tmp_path):
+    md, xml = str(tmp_path / "smoke.md"), str(tmp_path / "smoke.xml")
+    result = smoke(lab, report_markdown=md, report_junit=xml)
+    assert result.get("passed") is True, result.get("msg")
+    assert failed_checks(result) == []
+    assert [c["check"] for c in result["checks"]] == ["binder", "injection", "mps", "memory", "sm_share"]
+    binder = result["checks"][0]
+    lab_vars = yaml.safe_load((lab.state_dir / "inventory" / "group_vars" / "smshare_lab" / "lab.yml").read_text())
+    assert binder["gpu"] in lab_vars["smshare_lab_node_tier"]["gpu_uuids"]
+    sm = result["checks"][-1]["evidence"]
+    assert sm["devicequery"]["multiprocessors"] == 54 and sm["gpu_sm_count"] == 108
+    memory = result["checks"][3]["evidence"]
+    assert all(v["memory_total_mib"] == [40960] for v in memory.values())
+    assert result["changed"] is False
+    assert os.path.isfile(md) and os.path.isfile(xml)
+    assert our_pods(lab) == []
+
+
+@pytest.mark.parametrize("key, check, sm", [
+    ("kai-binder.split-gpus", "binder", False),
+    ("fractiond.wrong-device", "injection", False),
+    ("driver.memory-uncapped", "memory", False),
+    ("mps.ignore-cap", "sm_share", True),
+])
+def test_each_misbehaviour_fails_its_check_only(lab, converged, key, check, sm):
+    knob(lab, key, "true")
+    try:
+        result = smoke(lab, measure_sm_share=sm)
+    finally:
+        knob(lab, key)
+    assert result.get("failure") == "checks_failed", result.get("msg")
+    assert failed_checks(result) == [check], result.get("msg")
+    assert "check %s" % check in result["msg"] and lab.kube_nodes[0] in result["msg"]
+    assert our_pods(lab) == []
+
+
+@pytest.mark.parametrize("case, cause", [
+    ({"queue": "no-such-queue"}, "queue_unknown"),
+    ({"queue": "default-parent-queue"}, "queue_not_leaf"),
+])
+def test_pods_that_cannot_be_placed_are_diagnosed(lab, converged, case, cause):
+    result = smoke(lab, measure_sm_share=False, settle=10, **case)
+    assert result.get("failure") == "pending", result.get("msg")
+    assert cause in [c["cause"] for p in result["pending"] for c in p["causes"]], result["msg"]
+    assert our_pods(lab) == []
+
+
+def test_another_scheduler_is_named(lab, converged):
+    result = smoke(lab, measure_sm_share=False, scheduler_name="default-scheduler", settle=10, timeout=60)
+    text = result.get("msg", "")
+    assert result.get("failure") in ("checks_failed", "pending"), text
+    assert "default-scheduler" in text
+    assert our_pods(lab) == []
+
+
+def start_module(lab):
+    argv = ["ansible-playbook", MODULE]
+    for inv in lab.inventory:
+        argv += ["-i", inv]
+    return subprocess.Popen(argv, env=lab.env, cwd=str(lab.root), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def signal_tree(pid, sig):
+    """Signal a process and all its descendants: ansible's workers call setsid(), so
+    a signal to ansible-playbook's process group never reaches the module."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    for member in reversed(tree):   # the module first, ansible-playbook last
+        try:
+            os.kill(member, sig)
+        except ProcessLookupError:
+            pass
+
+
+def wait_for_pods(lab, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if our_pods(lab):
+            return
+        time.sleep(1)
+    pytest.fail("the module created no pod in %d s" % timeout)
+
+
+def test_interrupted_run_deletes_its_pods(lab, converged):
+    proc = start_module(lab)
+    wait_for_pods(lab)
+    signal_tree(proc.pid, signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0]
+    deadline = time.monotonic() + 60
+    while our_pods(lab) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert our_pods(lab) == [], out
+
+
+def test_killed_run_leaves_pods_that_the_next_run_removes(lab, converged):
+    proc = start_module(lab)
+    wait_for_pods(lab)
+    signal_tree(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert our_pods(lab), "a SIGKILLed run cannot clean up: its pods should be left"
+    result = smoke(lab, measure_sm_share=False)
+    assert result.get("passed") is True, result.get("msg")
+    assert result["changed"] is True
+    assert our_pods(lab) == []
+
+
+# Last: the binder may still make a reservation pod from the broken config after it is
+# restored, and later runs would wait on that pod.
+def test_reservation_pod_without_the_nvidia_runtime_is_diagnosed(lab, converged):
+    patch = [{"op": "remove", "path": "/spec/binder/resourceReservation/runtimeClassName"}]
+    lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "json", "-p", json.dumps(patch))
+    try:
+        result = smoke(lab, measure_sm_share=False, settle=30, timeout=120)
+    finally:
+        lab.kubectl("patch", "config.kai.scheduler", "kai-config", "--type", "merge",
+                    "-p", json.dumps({"spec": {"binder": {"resourceReservation": {"runtimeClassName": "nvidia"}}}}))
+        # The binder reuses a reservation pod by name: the broken one must go, or later runs wait on it.
+        lab.kubectl("-n", "kai-resource-reservation", "delete", "pods", "--all", "--wait=true", "--timeout=120s",
+                    check=False)
+    assert result.get("failure") == "pending", result.get("msg")
+    causes = [c for p in result["pending"] for c in p["causes"]]
+    assert "reservation_pod_failed" in [c["cause"] for c in causes], result["msg"]
+    assert "no runtimeClassName" in result["msg"]
+    assert our_pods(lab) == []

@@ -1,0 +1,91 @@
+"""Uninstall on the converged lab, last in this directory (it takes KAI off):
+in the guide's order it leaves nothing, and again changes nothing -> with the
+operator gone, uninstall reports the stuck finalizer and changes nothing, and
+uninstall_force clears it."""
+import re
+
+import pytest
+
+from cluster_helpers import (CONFIG, FINALIZER, NODE_CONDITION, kube_json, node_condition, releases, take_kai_off,
+                             wait_for)
+from lab_helpers import describe, recap
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def takes_kai_off(lab, kai_install):
+    """Whatever the tests leave, the lab ends this module without KAI."""
+    yield
+    take_kai_off(lab)
+    kai_install.installed = False
+
+
+def leftovers(lab):
+    """What an uninstall in the guide's order must not leave behind."""
+    found = []
+    if releases(lab):
+        found.append(f"releases {releases(lab)}")
+    if kube_json(lab, "get", "crd", CONFIG) and kube_json(lab, "get", CONFIG, "default"):
+        found.append("GpuFractioningConfig default")
+    daemonsets = kube_json(lab, "-n", "gpu-fractioning", "get", "daemonsets")
+    if daemonsets and daemonsets["items"]:
+        found.append("DaemonSets " + ", ".join(d["metadata"]["name"] for d in daemonsets["items"]))
+    pods = kube_json(lab, "-n", "gpu-fractioning", "get", "pods", "-l", "app.kubernetes.io/component=mpsd")
+    if pods and pods["items"]:
+        found.append("mpsd pods")
+    for node in lab.kube_nodes:
+        if node_condition(lab, node) is not None:
+            found.append(f"{NODE_CONDITION} on {node}")
+    return found
+
+
+def test_uninstall_in_order_leaves_nothing_and_a_rerun_changes_nothing(lab, converged):
+    proc = lab.playbook("playbooks/uninstall.yml")
+    assert proc.returncode == 0, describe(proc)
+    assert leftovers(lab) == []
+    assert kube_json(lab, "get", "config.kai.scheduler", "kai-config") is None
+    # The purge: the queues, CRDs and namespaces Helm keeps.
+    proc = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
+    assert proc.returncode == 0, describe(proc)
+    crds = kube_json(lab, "get", "crd")["items"]
+    assert [c["metadata"]["name"] for c in crds
+            if re.search(r"kai\.scheduler|scheduling\.run\.ai", c["metadata"]["name"])] == []
+    namespaces = {n["metadata"]["name"] for n in kube_json(lab, "get", "namespaces")["items"]}
+    assert not namespaces & {"kai-scheduler", "gpu-fractioning", "kai-resource-reservation"}
+    again = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
+    assert again.returncode == 0, describe(again)
+    assert recap(again.stdout)["changed"] == 0, describe(again)
+
+
+def test_uninstall_reports_a_stuck_finalizer_and_force_clears_it(lab, converged):
+    # Half an install: gpu-fractioning alone (KAI is gone since the last test).
+    proc = lab.playbook("playbooks/gpu_fractioning.yml", extra_vars={"gpu_fractioning_check_kai_config": False})
+    assert proc.returncode == 0, describe(proc)
+    # The operator goes first, as when the chart is uninstalled before the config.
+    lab.kubectl("-n", "gpu-fractioning", "scale", "deploy/gpu-fractioning", "--replicas=0")
+    wait_for("the operator's pods to go", lambda: not kube_json(
+        lab, "-n", "gpu-fractioning", "get", "pods", "-l", "app.kubernetes.io/name=gpu-fractioning")["items"])
+    before = releases(lab)
+
+    stuck = lab.playbook("playbooks/uninstall.yml")
+    assert stuck.returncode != 0, describe(stuck)
+    assert f"carries the finalizer {FINALIZER}" in stuck.stdout, describe(stuck)
+    assert "uninstall_force=true" in stuck.stdout and "would hang forever" in stuck.stdout
+    refused = lab.playbook("playbooks/uninstall.yml", "--tags", "uninstall_releases")
+    assert refused.returncode != 0, describe(refused)
+    assert "GpuFractioningConfig default still exists" in refused.stdout, describe(refused)
+    config = kube_json(lab, "get", CONFIG, "default")
+    assert config and "deletionTimestamp" not in config["metadata"]
+    assert releases(lab) == before
+
+    forced = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_force": True})
+    assert forced.returncode == 0, describe(forced)
+    assert kube_json(lab, "get", CONFIG, "default") is None
+    assert releases(lab) == {}
+    daemonsets = kube_json(lab, "-n", "gpu-fractioning", "get", "daemonsets")
+    assert not daemonsets or not daemonsets["items"]
+    # The operator marked its node conditions Unknown when it stopped; the role names them.
+    for node in lab.kube_nodes:
+        if node_condition(lab, node) is not None:
+            assert node in forced.stdout, describe(forced)

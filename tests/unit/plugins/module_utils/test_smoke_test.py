@@ -1,0 +1,519 @@
+# Apache-2.0
+"""The smoke test's pure part: pods, parsers (on the fixtures under
+fixtures/smoke_test/, README there), the four checks and the SM share, every
+"why pending" cause, and the reports."""
+import copy
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+
+HERE = os.path.join(os.path.dirname(__file__), "fixtures", "smoke_test")
+GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
+OTHER_GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000004"
+UIDS = {"fraction-smoke-a": "0f6b1f3e-1111-4a2b-9c3d-aaaaaaaaaaaa",
+        "fraction-smoke-b": "7c2d9e4f-2222-4b3c-8d4e-bbbbbbbbbbbb"}
+
+
+def fixture(name):
+    with open(os.path.join(HERE, name)) as handle:
+        return handle.read()
+
+
+def bound(name, gpu=GPU, portion="0.5", memory="20Gi", node="gpu-node-07"):
+    """A smoke pod as it reads after KAI's binder placed it."""
+    pod = st.pod_manifest(name, "default", "default-queue", 0.5, st.DEFAULT_IMAGE)
+    pod["metadata"]["uid"] = UIDS.get(name, "uid-" + name)
+    notes = pod["metadata"]["annotations"]
+    if portion is not None:
+        notes[st.annotation("main", st.PORTION)] = portion
+    if memory is not None:
+        notes[st.annotation("main", st.MEMORY_REQUEST)] = memory
+        notes[st.annotation("main", st.MEMORY_LIMIT)] = memory
+    if gpu is not None:
+        notes[st.annotation("main", st.DEVICES)] = gpu
+    pod["metadata"]["labels"][st.GPU_GROUP_LABEL] = "group-1"
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+def good_env(gpu=GPU, pct="50", memory="20480", pipe="/tmp/nvidia-mps"):
+    return {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": pct,
+            "NVIDIA_GPU_MEMORY_REQUEST": memory, "NVIDIA_GPU_MEMORY_LIMIT": memory, "NVIDIA_VISIBLE_DEVICES": gpu}
+
+
+# ---------------------------------------------------------------- the pods
+def test_pod_manifest_is_the_guides():
+    pod = st.pod_manifest("fraction-smoke-a", "default", "default-queue", 0.5, st.DEFAULT_IMAGE,
+                          command=["sleep", "3600"])
+    assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "default-queue"
+    assert pod["metadata"]["annotations"] == {"gpu-fraction": "0.5",
+                                              "nvidia.com/container.main.gpu-compute.mode": "sm-sharing"}
+    spec = pod["spec"]
+    assert spec["schedulerName"] == "kai-scheduler" and spec["runtimeClassName"] == "nvidia"
+    assert spec["restartPolicy"] == "Never"
+    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000}
+    main = spec["containers"][0]
+    assert main["name"] == "main" and main["image"] == "nvidia/cuda:13.3.1-base-ubuntu24.04"
+    assert main["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert "nodeSelector" not in spec and "imagePullSecrets" not in spec
+
+
+def test_manifests_per_node_with_overrides():
+    params = {"namespace": "smoke", "queue": "team-a", "fraction": 0.25, "node": "gpu-node-07",
+              "name_suffix": "gpu-node-07", "image": "reg/cuda:1", "devicequery_image": "reg/dq:1",
+              "image_pull_secrets": ["login"], "image_pull_policy": "IfNotPresent", "runtime_class": "nvidia",
+              "scheduler_name": "kai-scheduler", "measure_sm_share": True}
+    pods, dq = st.manifests(params, st.run_key("gpu-node-07"))
+    assert [p["metadata"]["name"] for p in pods] == ["fraction-smoke-a-gpu-node-07", "fraction-smoke-b-gpu-node-07"]
+    assert dq["metadata"]["name"] == "fraction-devicequery-gpu-node-07"
+    for pod in pods + [dq]:
+        assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-07"}
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "login"}]
+        assert pod["metadata"]["annotations"]["gpu-fraction"] == "0.25"
+        assert pod["metadata"]["labels"][st.RUN_LABEL] == "gpu-node-07"
+        assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+    assert dq["spec"]["containers"][0]["env"] == [{"name": "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "value": "100"}]
+    assert "command" not in dq["spec"]["containers"][0]
+    assert pods[0]["spec"]["containers"][0]["command"] == ["sleep", "3600"]
+    params["measure_sm_share"] = False
+    assert st.manifests(params, "x")[1] is None
+
+
+def test_queue_label_left_off_when_empty():
+    assert st.QUEUE_LABEL not in st.pod_manifest("p", "default", "", 0.5, "i")["metadata"]["labels"]
+
+
+# ---------------------------------------------------------------- parsers
+@pytest.mark.parametrize("text, mib", [("20Gi", 20480), ("20480Mi", 20480), ("21474836480", 20480),
+                                       ("40G", 38146), ("0.5Gi", 512)])
+def test_quantity_mib(text, mib):
+    assert st.quantity_mib(text) == mib
+
+
+@pytest.mark.parametrize("bad", ["", "20 Gi", "lots", "-1Gi", "20GB"])
+def test_quantity_mib_refuses(bad):
+    with pytest.raises(ValueError):
+        st.quantity_mib(bad)
+
+
+@pytest.mark.parametrize("portion, pct", [(0.5, 50), (0.25, 25), (1, 100), (0.001, 1), (0.333, 33), (0.29, 29)])
+def test_expected_percentage(portion, pct):
+    assert st.expected_percentage(portion) == pct
+
+
+def test_parse_env_recorded():
+    env = st.parse_env(fixture("env-smoke-a.txt"))
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert env["NVIDIA_VISIBLE_DEVICES"] == GPU
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+    assert st.parse_env("MULTI=one\ntwo lines\nB=2\n") == {"MULTI": "one", "B": "2"}
+
+
+def test_parse_smi_memory():
+    assert st.parse_smi_memory(fixture("smi-memory-half.txt")) == [20480]
+    assert st.parse_smi_memory("40960 MiB\n40960 MiB\n") == [40960, 40960]
+    for bad in ("", "No devices were found", "40960 MB"):
+        with pytest.raises(ValueError):
+            st.parse_smi_memory(bad)
+
+
+def test_parse_device_query_half():
+    parsed = st.parse_device_query(fixture("devicequery-a100-half.txt"))
+    assert parsed == {"result": "PASS", "device": "NVIDIA A100-SXM4-40GB", "multiprocessors": 54,
+                      "cores_per_mp": 64, "memory_mib": 40326}
+
+
+def test_parse_device_query_failures():
+    parsed = st.parse_device_query(fixture("devicequery-no-device.txt"))
+    assert parsed["result"] == "FAIL" and parsed["multiprocessors"] is None
+    with pytest.raises(ValueError):
+        st.parse_device_query("deviceQuery Starting...\n")
+    with pytest.raises(ValueError):
+        st.parse_device_query("Device 0: \"X\"\nResult = PASS\n")
+
+
+def test_parse_namespace_list_and_match():
+    rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
+    assert [r["namespace"] for r in rows][-1] == "default"
+    pod = bound("fraction-smoke-b")
+    assert st.namespace_of(pod, rows)["active_thread_percentage"] == 50
+    assert st.namespace_of(bound("fraction-smoke-x"), rows) is None
+    by_name = [{"namespace": "default_fraction-smoke-x", "active_thread_percentage": 50}]
+    assert st.namespace_of(bound("fraction-smoke-x"), by_name) is by_name[0]
+
+
+@pytest.mark.parametrize("product, override, count", [
+    ("NVIDIA A100-SXM4-40GB", None, 108), ("NVIDIA-A100-SXM4-80GB", None, 108), ("NVIDIA H100 80GB HBM3", None, 132),
+    ("NVIDIA H100 PCIe", None, 114), ("NVIDIA L40S", None, 142), ("NVIDIA A10", None, 72),
+    ("Mystery GPU", None, None), (None, None, None), ("NVIDIA A100", 98, 98)])
+def test_sm_count_for(product, override, count):
+    assert st.sm_count_for(product, override) == count
+
+
+# ---------------------------------------------------------------- check 1: the binder
+def decisions(*pods):
+    return [st.binder_decision(p) for p in pods]
+
+
+def test_binder_decision_reads_the_annotations():
+    d = st.binder_decision(bound("fraction-smoke-a"))
+    assert (d["portion"], d["memory_request_mib"], d["memory_limit_mib"], d["devices"], d["node"], d["gpu_group"]) \
+        == (0.5, 20480, 20480, [GPU], "gpu-node-07", "group-1")
+    assert d["problems"] == []
+
+
+def test_binder_passes():
+    check = st.check_binder("gpu-node-07", decisions(bound("fraction-smoke-a"), bound("fraction-smoke-b")), 0.5)
+    assert check["passed"], check["message"]
+    assert check["gpu"] == GPU and check["evidence"]["portion_total"] == 1.0
+
+
+@pytest.mark.parametrize("b, words", [
+    (dict(gpu=OTHER_GPU), "different GPUs"),
+    (dict(node="gpu-node-08"), "different nodes"),
+    (dict(portion=None), "no gpu-compute.portion"),
+    (dict(portion="0.75"), "portion 0.75, asked 0.5"),
+    (dict(memory=None), "no gpu-memory.request"),
+    (dict(gpu=None), "names 0 GPUs"),
+    (dict(gpu=GPU + "," + OTHER_GPU), "names 2 GPUs"),
+    (dict(gpu="3"), "is not a GPU UUID"),
+    (dict(portion="half"), "is not a number"),
+])
+def test_binder_fails(b, words):
+    check = st.check_binder("gpu-node-07", decisions(bound("fraction-smoke-a"), bound("fraction-smoke-b", **b)), 0.5)
+    assert not check["passed"]
+    assert words in check["message"]
+
+
+def test_binder_names_another_scheduler():
+    pod = bound("fraction-smoke-b", portion=None, memory=None, gpu=None)
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    check = st.check_binder("n", decisions(bound("fraction-smoke-a"), pod), 0.5)
+    assert not check["passed"] and "placed by default-scheduler, not kai-scheduler" in check["message"]
+
+
+def test_binder_portions_over_one():
+    pods = [bound("fraction-smoke-a", portion="0.6"), bound("fraction-smoke-b", portion="0.6")]
+    check = st.check_binder("n", decisions(*pods), 0.6)
+    assert not check["passed"] and "add up to 1.2" in check["message"]
+
+
+# ---------------------------------------------------------------- check 2: injection
+def test_injection_passes_on_recorded_env():
+    d = decisions(bound("fraction-smoke-a"))
+    check = st.check_injection("n", d, {"fraction-smoke-a": st.parse_env(fixture("env-smoke-a.txt"))})
+    assert check["passed"], check["message"]
+    assert check["evidence"]["fraction-smoke-a"]["NVIDIA_GPU_MEMORY_LIMIT"] == "20480"
+
+
+@pytest.mark.parametrize("env, words", [
+    (good_env(gpu=OTHER_GPU), "NVIDIA_VISIBLE_DEVICES=%s but the binder chose %s" % (OTHER_GPU, GPU)),
+    (good_env(pct="100"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100, expected 50"),
+    (good_env(memory="40960"), "NVIDIA_GPU_MEMORY_LIMIT=40960"),
+    (good_env(pipe="/run/nvidia-mps/shared/default"), "the server's default namespace"),
+    ({}, "CUDA_MPS_PIPE_DIRECTORY not injected"),
+])
+def test_injection_fails(env, words):
+    check = st.check_injection("n", decisions(bound("fraction-smoke-a")), {"fraction-smoke-a": env})
+    assert not check["passed"]
+    assert words in check["message"]
+
+
+# ---------------------------------------------------------------- check 3: MPS
+def test_mps_passes_on_the_listing():
+    pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
+    rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
+    check = st.check_mps("n", decisions(*pods), pods, rows, "cmd")
+    assert check["passed"], check["message"]
+    assert check["evidence"]["pods"]["fraction-smoke-a"]["namespace"] == UIDS["fraction-smoke-a"]
+
+
+def test_mps_fails_on_wrong_percentage_and_missing_namespace():
+    pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
+    rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
+    rows[0]["active_thread_percentage"] = 100
+    check = st.check_mps("n", decisions(*pods), pods, rows[:1] + rows[2:], "cmd")
+    assert not check["passed"]
+    assert "at 100%, expected 50%" in check["message"]
+    assert "fraction-smoke-b: no MPS namespace" in check["message"]
+
+
+# ---------------------------------------------------------------- check 4: memory
+def test_memory_passes_and_fails():
+    d = decisions(bound("fraction-smoke-a"))
+    assert st.check_memory("n", d, {"fraction-smoke-a": [20480]})["passed"]
+    check = st.check_memory("n", d, {"fraction-smoke-a": [40960]})
+    assert not check["passed"] and "memory not capped" in check["message"]
+    assert not st.check_memory("n", d, {"fraction-smoke-a": None})["passed"]
+
+
+# ---------------------------------------------------------------- SM share
+def test_sm_share_half_of_an_a100():
+    parsed = st.parse_device_query(fixture("devicequery-a100-half.txt"))
+    check = st.check_sm_share("n", 0.5, parsed, st.sm_count_for(parsed["device"]))
+    assert check["passed"], check["message"]
+    assert check["evidence"]["expected_multiprocessors"] == 54
+
+
+def test_sm_share_fails_when_the_cap_is_ignored():
+    parsed = st.parse_device_query(fixture("devicequery-a100-uncapped.txt"))
+    check = st.check_sm_share("n", 0.5, parsed, 108)
+    assert not check["passed"] and "sees 108 multiprocessors, expected 54 of 108" in check["message"]
+
+
+def test_sm_share_fails_without_device_or_count():
+    assert not st.check_sm_share("n", 0.5, st.parse_device_query(fixture("devicequery-no-device.txt")), 108)["passed"]
+    check = st.check_sm_share("n", 0.5, st.parse_device_query(fixture("devicequery-a100-half.txt")), None)
+    assert not check["passed"] and "gpu_sm_count" in check["message"]
+    assert not st.check_sm_share("n", 0.5, None, 108)["passed"]
+
+
+# ---------------------------------------------------------------- why pending
+def pending(**changes):
+    pod = st.pod_manifest("fraction-smoke-a", "default", "default-queue", 0.5, st.DEFAULT_IMAGE)
+    pod["metadata"]["uid"] = "u1"
+    pod["status"] = {"phase": "Pending"}
+    for key, value in changes.items():
+        if key == "labels":
+            pod["metadata"]["labels"] = value
+        else:
+            pod["spec"][key] = value
+    return pod
+
+
+GPU_NODE = {"metadata": {"name": "gpu-node-07"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+CPU_NODE = {"metadata": {"name": "cpu-node-01"}, "status": {"allocatable": {"cpu": "16"}}}
+QUEUES = [{"metadata": {"name": "default-parent-queue"}, "spec": {}},
+          {"metadata": {"name": "default-queue"}, "spec": {"parentQueue": "default-parent-queue"}}]
+
+
+def causes(pod, **kwargs):
+    kwargs.setdefault("nodes", [GPU_NODE])
+    kwargs.setdefault("queues", QUEUES)
+    return [c["cause"] for c in st.diagnose(pod, **kwargs)], st.diagnose(pod, **kwargs)
+
+
+def test_pending_scheduler_name():
+    names, found = causes(pending(schedulerName="default-scheduler"))
+    assert names[0] == "scheduler_name"
+    assert "'default-scheduler', not 'kai-scheduler'" in found[0]["message"]
+
+
+def test_pending_scheduler_name_absent_is_the_default_scheduler():
+    pod = pending()
+    del pod["spec"]["schedulerName"]
+    assert causes(pod)[0][0] == "scheduler_name"
+
+
+def test_pending_queue_label_missing_and_legacy():
+    names, found = causes(pending(labels={"runai/queue": "team-a"}))
+    assert names[0] == "queue_label_missing"
+    assert "old runai/queue=team-a label" in found[0]["message"]
+
+
+def test_pending_queue_unknown():
+    names, found = causes(pending(labels={"kai.scheduler/queue": "nope"}))
+    assert names == ["queue_unknown"]
+    assert "default-parent-queue, default-queue" in found[0]["message"]
+
+
+def test_pending_queue_not_leaf():
+    names, found = causes(pending(labels={"kai.scheduler/queue": "default-parent-queue"}))
+    assert names == ["queue_not_leaf"]
+    assert "children (default-queue)" in found[0]["message"]
+
+
+def test_pending_queues_unreadable_skips_queue_rules():
+    names = causes(pending(labels={"kai.scheduler/queue": "nope"}), queues=None)[0]
+    assert "queue_unknown" not in names
+
+
+def test_pending_no_gpu_nodes():
+    names, found = causes(pending(), nodes=[CPU_NODE])
+    assert names[0] == "no_gpu_nodes"
+    assert "device plugin" in found[0]["message"]
+
+
+def reservation_pod(runtime="nvidia", waiting=None, phase="Pending", gpu=None, restarts=0, last_exit=None):
+    pod = {"metadata": {"name": "gpu-reservation-3f2a9c01d4e5b6a7", "namespace": "kai-resource-reservation",
+                        "labels": {"app": "kai-resource-reservation", st.GPU_GROUP_LABEL: "group-1"},
+                        "annotations": {}},
+           "spec": {"nodeName": "gpu-node-07", "containers": [{"name": "resource-reservation"}]},
+           "status": {"phase": phase, "containerStatuses": []}}
+    if runtime:
+        pod["spec"]["runtimeClassName"] = runtime
+    if gpu:
+        pod["metadata"]["annotations"][st.RESERVATION_GPU_ANNOTATION] = gpu
+    status = {"name": "resource-reservation", "restartCount": restarts, "state": {}}
+    if waiting:
+        status["state"]["waiting"] = {"reason": waiting, "message": "back-off restarting failed container"}
+    if last_exit is not None:
+        status["lastState"] = {"terminated": {"exitCode": last_exit, "reason": "Error"}}
+    if waiting or last_exit is not None:
+        pod["status"]["containerStatuses"] = [status]
+    return pod
+
+
+def test_pending_reservation_pod_without_runtime_class():
+    res = reservation_pod(runtime=None, waiting="CrashLoopBackOff", restarts=4, last_exit=1)
+    names, found = causes(pending(), reservation_pods=[res], runtime_classes=["nvidia"])
+    assert names[0] == "reservation_pod_failed"
+    assert "no runtimeClassName" in found[0]["message"] and "binder.runtimeClassName=nvidia" in found[0]["message"]
+    assert "CrashLoopBackOff" in found[0]["message"]
+
+
+def test_pending_reservation_pod_runtime_class_missing():
+    res = reservation_pod(runtime="nvidia")
+    event = {"involvedObject": {"name": res["metadata"]["name"]}, "type": "Warning", "reason": "FailedCreatePodSandBox",
+             "message": 'RuntimeClass "nvidia" not found'}
+    names, found = causes(pending(), reservation_pods=[res], reservation_events=[event], runtime_classes=[])
+    assert names[0] == "reservation_pod_failed"
+    assert "RuntimeClass 'nvidia' does not exist" in found[0]["message"]
+    assert 'RuntimeClass "nvidia" not found' in found[0]["message"]
+
+
+def test_pending_reservation_pod_that_works_is_not_a_cause():
+    res = reservation_pod(gpu=GPU, phase="Running")
+    names = causes(pending(), reservation_pods=[res], runtime_classes=["nvidia"])[0]
+    assert "reservation_pod_failed" not in names
+
+
+def test_pending_reservation_pod_with_only_a_retried_mount_warning_is_still_starting():
+    res = reservation_pod(runtime="nvidia")
+    event = {"involvedObject": {"name": res["metadata"]["name"]}, "type": "Warning", "reason": "FailedMount",
+             "message": 'MountVolume.SetUp failed for volume "token": failed to sync secret cache: '
+                        'timed out waiting for the condition'}
+    names, found = causes(pending(), reservation_pods=[res], reservation_events=[event], runtime_classes=["nvidia"])
+    assert "reservation_pod_failed" not in names
+    assert names[0] == "reservation_pod_starting" and "failed to sync secret cache" in found[0]["message"]
+
+
+def test_pending_reservation_loop():
+    events = [{"involvedObject": {"name": "gpu-reservation-%d" % i}, "type": "Warning",
+               "reason": "UnexpectedAdmissionError", "count": 2,
+               "message": "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                          "Requested: 1, Available: 0, which is unexpected"} for i in range(3)]
+    names, found = causes(pending(), reservation_pods=[reservation_pod(phase="Failed")], reservation_events=events)
+    assert names[0] == "reservation_pod_loop"
+    assert "6 times" in found[0]["message"] and "Requested: 1, Available: 0" in found[0]["message"]
+    assert "reservation_pod_failed" not in names
+
+
+def test_pending_unschedulable_message_from_the_scheduler():
+    pod = pending()
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": "Unable to schedule pod: gpu-node-07: no GPU with 0.5 free"}]
+    events = [{"type": "Warning", "reason": "Unschedulable",
+               "message": "Unable to schedule pod: gpu-node-07: no GPU with 0.5 free"}]
+    group = {"metadata": {"name": "pg-fraction-smoke-a"}, "status": {"schedulingConditions": [
+        {"type": "UnschedulableOnNodePool", "message": "Not enough GPUs"}]}}
+    names, found = causes(pod, events=events, podgroups=[group])
+    assert names == ["unschedulable"]
+    assert found[0]["message"].count("no GPU with 0.5 free") == 1
+    assert "PodGroup pg-fraction-smoke-a: Not enough GPUs" in found[0]["message"]
+
+
+def test_pending_nothing_from_kai():
+    names, found = causes(pending())
+    assert names == ["no_scheduler_activity"]
+    assert "kai-scheduler get pods" in found[0]["message"]
+
+
+PULL_FAILED = {"type": "Warning", "reason": "Failed",
+               "message": 'Failed to pull image "reg:5000/cuda:13": 401 Unauthorized'}
+
+
+def test_bound_image_pull_that_failed_once_is_still_being_retried():
+    pod = pending(nodeName="gpu-node-07")
+    pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "401 Unauthorized"}}}]
+    names, found = causes(pod, events=[PULL_FAILED])
+    assert names == ["image_pull_retrying"]
+    assert "failed pulls: 1" in found[0]["message"]
+
+
+@pytest.mark.parametrize("events", [[PULL_FAILED, PULL_FAILED], [dict(PULL_FAILED, count=3)]])
+def test_bound_image_pull_that_failed_again_is_named(events):
+    pod = pending(nodeName="gpu-node-07")
+    pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]
+    names, found = causes(pod, events=events)
+    assert names == ["image_pull"]
+    assert "ImagePullBackOff" in found[0]["message"] and "pull secret" in found[0]["message"]
+
+
+def test_bound_not_ready_names_warnings():
+    pod = pending(nodeName="gpu-node-07")
+    names, found = causes(pod, events=[{"type": "Warning", "reason": "FailedMount", "message": "no pipe dir"}])
+    assert names == ["not_ready"] and "FailedMount: no pipe dir" in found[0]["message"]
+
+
+# ---------------------------------------------------------------- reports
+def a_run(passed=True):
+    pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
+    d = decisions(*pods)
+    envs = {"fraction-smoke-a": good_env(), "fraction-smoke-b": good_env()}
+    views = {"fraction-smoke-a": [20480], "fraction-smoke-b": [20480 if passed else 40960]}
+    rows_ns = dict((p["metadata"]["name"], {"namespace": p["metadata"]["uid"], "active_thread_percentage": 50})
+                   for p in pods)
+    dq = {"pod": "fraction-devicequery", "gpu": GPU, "portion": 0.5, "memory_cap_mib": 20480,
+          "parsed": st.parse_device_query(fixture("devicequery-a100-half.txt"))}
+    checks = [st.check_binder("gpu-node-07", d, 0.5), st.check_injection("gpu-node-07", d, envs),
+              st.check_mps("gpu-node-07", d, pods, list(rows_ns.values()), "cmd"),
+              st.check_memory("gpu-node-07", d, views),
+              st.check_sm_share("gpu-node-07", 0.5, dq["parsed"], 108)]
+    rows = st.summary_rows("gpu-node-07", d, envs, rows_ns, views, dq)
+    return {"node": "gpu-node-07", "rows": rows, "checks": checks, "passed": all(c["passed"] for c in checks)}
+
+
+def test_table_per_node_and_gpu():
+    lines = st.table(a_run()["rows"])
+    assert lines[0].split()[:3] == ["NODE", "GPU", "POD"]
+    assert len(lines) == 4
+    assert lines[1].split()[:6] == ["gpu-node-07", GPU, "fraction-smoke-a", "0.5", "20480", "50"]
+    assert lines[3].split()[-1] == "54"
+
+
+def test_check_lines_name_node_gpu_and_check():
+    lines = st.check_lines(a_run(passed=False)["checks"])
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert len(failed) == 1
+    assert "4. pod's view of GPU memory" in failed[0] and "gpu-node-07 %s" % GPU in failed[0]
+
+
+def test_markdown_report():
+    text = st.markdown([a_run(), dict(a_run(passed=False), node="gpu-node-08", passed=False)])
+    assert "## Node gpu-node-07: passed" in text and "## Node gpu-node-08: FAILED" in text
+    assert "| NODE | GPU | POD |" in text
+    assert text.count("**FAIL**") == 1
+
+
+def test_junit_one_case_per_check_per_node():
+    broken = dict(a_run(passed=False), node="gpu-node-08")
+    never = {"node": "gpu-node-09", "checks": [], "error": "pods not ready after 180s: <queue_unknown>"}
+    root = ET.fromstring(st.junit([a_run(), broken, never]))
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    assert len(cases) == 15
+    assert suite.get("tests") == "15" and suite.get("failures") == "6"
+    failing = [(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None]
+    assert ("fraction_smoke_test.gpu-node-08", "memory") in failing
+    assert all(("fraction_smoke_test.gpu-node-09", name) in failing for name in st.CHECKS)
+    assert "<queue_unknown>" in [c for c in cases if c.get("classname").endswith("09")][0].find("failure").get(
+        "message")
+
+
+def test_run_key():
+    assert st.run_key(None) == "any"
+    assert st.run_key("gpu-node-07.example.com") == "gpu-node-07.example.com"
+    assert len(st.run_key("x" * 300)) == 63
+
+
+def test_decision_does_not_change_the_pod():
+    pod = bound("fraction-smoke-a")
+    before = copy.deepcopy(pod)
+    st.binder_decision(pod)
+    assert pod == before

@@ -1,0 +1,228 @@
+# Apache-2.0
+"""fraction_smoke_test run in-process against a fake API (the class Cluster
+replaced): bad input, check mode, the happy path, a failing check, a pod that
+stays Pending, an interruption and leftovers of a killed run. Every path ends
+with no test pod left. The real API, exec and logs: tests/integration/cluster/test_smoke_on_lab.py."""
+import os
+import signal
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.modules import fraction_smoke_test as mod
+from module_runner import run_module
+
+HERE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "smoke_test")
+GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
+
+
+def fixture(name):
+    with open(os.path.join(HERE, name)) as handle:
+        return handle.read()
+
+
+class FakeCluster(object):
+    """Pods are bound at once by a binder that behaves (unless told otherwise)."""
+
+    def __init__(self, behaviour=None, leftovers=()):
+        self.behaviour = behaviour or {}
+        self.pods_by_name = {}
+        self.created, self.deleted_names, self.execs = [], [], []
+        self.reads = 0
+        for name in leftovers:
+            pod = st.pod_manifest(name, "default", "default-queue", 0.5, "img", run="any")
+            self.pods_by_name[name] = pod
+
+    # -- what the module calls
+    def pods(self, namespace, selector=None, field=None):
+        if namespace == "gpu-fractioning":
+            return [{"metadata": {"name": "gpu-fractioning-mpsd-x1"}, "spec": {"nodeName": "gpu-node-07"}}]
+        if namespace != "default":
+            return []
+        return [p for p in self.pods_by_name.values() if (p["metadata"]["labels"] or {}).get(st.RUN_LABEL)]
+
+    def pod(self, namespace, name):
+        self.reads += 1
+        if self.behaviour.get("interrupt_on_read") and self.reads == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        if self.behaviour.get("deleted_by_someone_else") and self.reads == 3:
+            self.pods_by_name.pop(name, None)
+        return self.pods_by_name.get(name)
+
+    def create(self, manifest):
+        pod = dict(manifest, metadata=dict(manifest["metadata"], uid="uid-" + manifest["metadata"]["name"],
+                                           annotations=dict(manifest["metadata"]["annotations"])))
+        pod["spec"] = dict(manifest["spec"])
+        self.created.append(pod["metadata"]["name"])
+        self.pods_by_name[pod["metadata"]["name"]] = pod
+        if self.behaviour.get("pending"):
+            pod["status"] = {"phase": "Pending"}
+            return
+        notes = pod["metadata"]["annotations"]
+        notes[st.annotation("main", st.PORTION)] = "0.5"
+        notes[st.annotation("main", st.MEMORY_LIMIT)] = "20Gi"
+        notes[st.annotation("main", st.MEMORY_REQUEST)] = "20Gi"
+        notes[st.annotation("main", st.DEVICES)] = GPU
+        pod["spec"]["nodeName"] = "gpu-node-07"
+        dq = pod["metadata"]["name"].startswith(st.DEVICEQUERY_POD)
+        pod["status"] = {"phase": "Succeeded" if dq else "Running",
+                         "conditions": [{"type": "Ready", "status": "False" if dq else "True"}]}
+
+    def delete(self, namespace, name):
+        if self.pods_by_name.pop(name, None) is None:
+            return False
+        self.deleted_names.append(name)
+        return True
+
+    def events(self, namespace, name=None):
+        return []
+
+    def nodes(self):
+        return [{"metadata": {"name": "gpu-node-07"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}]
+
+    def node(self, name):
+        return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}}
+
+    def custom_list(self, group, version, plural, namespace=None):
+        if plural == "queues":
+            return [{"metadata": {"name": "default-queue"}, "spec": {}}]
+        return []
+
+    def runtime_classes(self):
+        return ["nvidia"]
+
+    def exec_(self, namespace, name, command, container=None, timeout=60):
+        self.execs.append((namespace, name, command))
+        if command[0] == "nvidia-cuda-mps-control":
+            rows = "".join("%s  50  20G  0\n" % p["metadata"]["uid"] for p in self.pods_by_name.values())
+            return ("NAMESPACE  ACTIVE_THREAD_PERCENTAGE  PINNED_MEMORY_LIMIT  CLIENT_PRIORITY\n" + rows +
+                    "default  10  0  0\n"), "", 0
+        if command == ["env"]:
+            return ("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n"
+                    "NVIDIA_GPU_MEMORY_REQUEST=20480\nNVIDIA_GPU_MEMORY_LIMIT=20480\nNVIDIA_VISIBLE_DEVICES=%s\n"
+                    % GPU), "", 0
+        if "nvidia-smi" in command:
+            return ("40960 MiB\n" if self.behaviour.get("uncapped") else "20480 MiB\n"), "", 0
+        raise AssertionError("unexpected exec %r" % command)
+
+    def logs(self, namespace, name, container=None):
+        return fixture("devicequery-a100-half.txt")
+
+
+def run(monkeypatch, args, cluster=None):
+    monkeypatch.setattr(mod, "POLL", 0.01)
+
+    def no_cluster(*_args):
+        raise AssertionError("the module reached the API before its input was checked")
+
+    monkeypatch.setattr(mod, "Cluster", (lambda *_a: cluster) if cluster is not None else no_cluster)
+    return run_module(monkeypatch, mod.main, args)
+
+
+BAD = [
+    ("fraction_one", {"fraction": 1.0}, "fraction", "at most 0.5"),
+    ("fraction_zero", {"fraction": 0.0}, "fraction", "greater than 0"),
+    ("namespace_upper", {"namespace": "Default"}, "namespace", "namespace name"),
+    ("namespace_newline", {"namespace": "default\n"}, "namespace", "control characters"),
+    ("node_space", {"node": "gpu node"}, "node", "node name"),
+    ("queue_slash", {"queue": "a/b"}, "queue", "queue name"),
+    ("image_space", {"image": "nvidia/cuda latest"}, "image", "image reference"),
+    ("image_dash", {"devicequery_image": "-it"}, "devicequery_image", "image reference"),
+    ("secret_upper", {"image_pull_secrets": ["Login"]}, "image_pull_secrets[0]", "Secret name"),
+    ("selector_space", {"mpsd_selector": "app in (a, b)"}, "mpsd_selector", "label selector"),
+    ("timeout_small", {"timeout": 1}, "timeout", "between 10 and 3600"),
+    ("sm_count", {"gpu_sm_count": 0}, "gpu_sm_count", "between 1 and 1024"),
+    ("report_relative", {"report_junit": "out/smoke.xml"}, "report_junit", "absolute path"),
+    ("suffix_dot", {"name_suffix": "a.b"}, "name_suffix", "lower-case"),
+]
+
+
+@pytest.mark.parametrize("args, parameter, words", [pytest.param(a, p, w, id=i) for i, a, p, w in BAD])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_bad_input(monkeypatch, args, parameter, words, check_mode):
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    done = run(monkeypatch, args)
+    assert done.failed
+    assert done.result["failure"] == "bad_input" and done.result["parameter"] == parameter
+    assert words in done.result["msg"] and "Nothing was changed" in done.result["msg"]
+
+
+def test_check_mode_creates_nothing(monkeypatch):
+    cluster = FakeCluster(leftovers=["fraction-smoke-a"])
+    done = run(monkeypatch, {"_ansible_check_mode": True, "node": "gpu-node-07"}, cluster)
+    assert not done.failed
+    assert [p["metadata"]["name"] for p in done.result["would_create"]] == [
+        "fraction-smoke-a-gpu-node-07", "fraction-smoke-b-gpu-node-07", "fraction-devicequery-gpu-node-07"]
+    assert done.result["changed"] is True and done.result["would_delete"] == ["fraction-smoke-a"]
+    assert cluster.created == [] and cluster.deleted_names == [] and cluster.execs == []
+
+
+def test_happy_path_reports_and_cleans_up(monkeypatch, tmp_path):
+    cluster = FakeCluster()
+    md, xml = str(tmp_path / "r" / "smoke.md"), str(tmp_path / "smoke.xml")
+    done = run(monkeypatch, {"report_markdown": md, "report_junit": xml}, cluster)
+    assert not done.failed, done.result.get("msg")
+    result = done.result
+    assert result["passed"] and result["changed"] is False and result["node"] == "gpu-node-07"
+    assert [c["check"] for c in result["checks"]] == list(st.CHECKS)
+    # the guide's order: the pair, its checks and its deletion, then deviceQuery
+    assert result["deleted"] == cluster.created == ["fraction-smoke-a", "fraction-smoke-b", "fraction-devicequery"]
+    assert cluster.pods_by_name == {}
+    mps_exec = [e for e in cluster.execs if e[0] == "gpu-fractioning"][0]
+    assert mps_exec[2] == ["nvidia-cuda-mps-control", "-p", "3", "namespace", "list", "--server=shared"]
+    hostile = [e for e in cluster.execs if "nvidia-smi" in e[2]][0][2]
+    assert hostile[:2] == ["env", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100"]
+    assert any("54" in line for line in result["table"])
+    assert result["reports"] == [md, xml]
+    assert ET.parse(xml).getroot().find("testsuite").get("failures") == "0"
+    assert "passed" in open(md).read()
+
+
+def test_failing_check_names_node_gpu_and_check(monkeypatch):
+    cluster = FakeCluster({"uncapped": True})
+    done = run(monkeypatch, {"measure_sm_share": False}, cluster)
+    assert done.failed and done.result["failure"] == "checks_failed"
+    assert "node gpu-node-07" in done.result["msg"] and "check memory (GPU %s)" % GPU in done.result["msg"]
+    assert [c["check"] for c in done.result["checks"] if not c["passed"]] == ["memory"]
+    assert cluster.pods_by_name == {}
+
+
+def test_pending_is_diagnosed_and_cleaned_up(monkeypatch, tmp_path):
+    cluster = FakeCluster({"pending": True})
+    xml = str(tmp_path / "smoke.xml")
+    done = run(monkeypatch, {"queue": "nope", "settle": 1, "timeout": 10, "report_junit": xml}, cluster)
+    assert done.failed and done.result["failure"] == "pending"
+    assert "queue_unknown" in done.result["msg"]
+    assert {p["pod"] for p in done.result["pending"]} == {"fraction-smoke-a", "fraction-smoke-b"}
+    assert "fraction-devicequery" not in cluster.created
+    assert cluster.pods_by_name == {}
+    assert ET.parse(xml).getroot().find("testsuite").get("failures") == "5"
+
+
+def test_interruption_deletes_the_pods(monkeypatch):
+    cluster = FakeCluster({"pending": True, "interrupt_on_read": True})
+    previous = signal.getsignal(signal.SIGTERM)
+    done = run(monkeypatch, {"timeout": 30}, cluster)
+    assert done.failed and done.result["failure"] == "interrupted"
+    assert "the test pods were deleted" in done.result["msg"]
+    assert cluster.pods_by_name == {} and sorted(cluster.deleted_names) == ["fraction-smoke-a", "fraction-smoke-b"]
+    assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_pod_deleted_by_someone_else_is_named(monkeypatch):
+    cluster = FakeCluster({"pending": True, "deleted_by_someone_else": True})
+    done = run(monkeypatch, {"timeout": 30}, cluster)
+    assert done.failed and done.result["failure"] == "pods_deleted"
+    assert "fraction-smoke-a deleted while the smoke test waited for it" in done.result["msg"]
+    assert cluster.pods_by_name == {}
+
+
+def test_leftovers_of_a_killed_run_go_first(monkeypatch):
+    cluster = FakeCluster(leftovers=["fraction-smoke-a", "fraction-devicequery"])
+    done = run(monkeypatch, {}, cluster)
+    assert not done.failed, done.result.get("msg")
+    assert done.result["changed"] is True
+    assert cluster.deleted_names[:2] == ["fraction-smoke-a", "fraction-devicequery"]
+    assert cluster.pods_by_name == {}
