@@ -1,7 +1,7 @@
 # Apache-2.0
 """What a fleet driver rollout costs beyond its waits.
 
-On the lab's fleet (lab/labctl up --gpu-nodes N, GPU-node containers that are
+On the lab's fleet (lab/labctl up --fleet --gpu-nodes N, GPU-node containers that are
 Kubernetes Nodes): puts NODES nodes on branch 580 with the driver play, then
 times playbooks/driver_upgrade.yml moving them to 615 in batches of BATCH and
 reads its report. The waits are what the playbook cannot shorten: reboots,
@@ -44,7 +44,7 @@ def lab_env(count):
     except (OSError, ValueError, KeyError):
         running = 0
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", NO_COLOR="1")
-    sh([sys.executable, REPO / "lab" / "labctl", "up", "--gpu-nodes", max(count, running)], env)
+    sh([sys.executable, REPO / "lab" / "labctl", "up", "--fleet", "--gpu-nodes", max(count, running)], env)
     for line in sh([sys.executable, REPO / "lab" / "labctl", "env"], env).splitlines():
         match = re.match(r"export (\w+)=(.*)$", line)
         if match:

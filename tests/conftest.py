@@ -6,9 +6,10 @@
         lab.kubeconfig, lab.registry.address, lab.registry.ca, lab.gpu_nodes ...
 
 Tests marked `lab_nodes` make the session's lab start the node tier too
-(kubelet + containerd: real pods); `lab_fleet(n)` makes it start at least n
-GPU-node containers (each a Kubernetes Node through the lab's node agent). SMSHARE_LAB_NODES=1 does the same for every
-session. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1
+(kubelet + containerd: real pods; SMSHARE_LAB_NODES=1 does it for every
+session); `lab_fleet(n)` makes it start the fleet (`labctl up --fleet`: each
+GPU-node container a Kubernetes Node through the lab's node agent) with at
+least n GPU-node containers. The lab goes down at the end of the session unless SMSHARE_LAB_KEEP=1
 or it was already up when the session began, or another live session still uses
 it (leases in .lab/sessions/: several sessions on one machine share the lab).
 Tests marked `lab_teardown` run last (they take the lab down themselves).
@@ -144,6 +145,8 @@ def lab(request):
         args.append("--nodes")
     # The fleet tests need more GPU nodes than the default two.
     fleet = [m.args[0] for item in request.session.items for m in item.iter_markers("lab_fleet") if m.args]
+    if fleet:
+        args.append("--fleet")
     if fleet and max(fleet) > int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")):
         args += ["--gpu-nodes", str(max(fleet))]
     was_up = (STATE / "lab.json").is_file() and _labctl("status").returncode == 0

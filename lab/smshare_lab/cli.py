@@ -93,9 +93,11 @@ def cmd_up(args):
     _link_tools(bins)
     timings["control plane"] = time.monotonic() - step
 
-    step = time.monotonic()
-    changes += fleet.up(nodes)
-    timings["fleet agents"] = time.monotonic() - step
+    fleet_on = args.fleet or fleet.running(nodes)   # an earlier `up --fleet`: kept, updated
+    if fleet_on:
+        step = time.monotonic()
+        changes += fleet.up(nodes)
+        timings["fleet agents"] = time.monotonic() - step
 
     kube_nodes = []
     if args.nodes:
@@ -118,7 +120,7 @@ def cmd_up(args):
         "apiserver_for_containers": pki.apiserver_url_for_containers(),
         "bin_dir": str(bins), "kubernetes_package_version": version,
         "registry": reg, "gpu_nodes": nodes, "standin_apt_url": apt_url, "chart_repo_url": chart_repo,
-        "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes,
+        "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes, "fleet": fleet_on,
         "vault_password_file": str(VAULT_PASS),
         "inventory": [str(ROOT / "inventories" / "lab"), str(generated_inventory)],
         "instance": INSTANCE,
@@ -173,8 +175,9 @@ def status_rows():
         rows.append((f"gpu node {name}", healthy, "-", detail))
         if detail == "running":
             running.append(name)
-    for name, healthy, detail in fleet.status(running):
-        rows.append((name, healthy, "-", detail))
+    if facts.get("fleet"):
+        for name, healthy, detail in fleet.status(running):
+            rows.append((name, healthy, "-", detail))
     if facts.get("standin_apt_url"):
         ok, detail = gpu_nodes.standin_apt_status()
         rows.append(("stand-in NVIDIA apt repository", ok, "-", detail))
@@ -251,6 +254,9 @@ def main(argv):
                       help="also run the node tier: kubelet + containerd (env SMSHARE_LAB_NODES=1)")
     p_up.add_argument("--gpu-nodes", type=int, default=int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")),
                       help="number of GPU-node containers (env SMSHARE_LAB_GPU_NODES, default 2)")
+    p_up.add_argument("--fleet", action="store_true", default=_env_flag("SMSHARE_LAB_FLEET"),
+                      help="make every GPU-node container a Kubernetes Node, kept by a stand-in node agent "
+                           "(playbooks/driver_upgrade.yml, the GPU Operator path; env SMSHARE_LAB_FLEET=1)")
     p_down = sub.add_parser("down", help="stop everything the lab started")
     p_down.add_argument("--purge", action="store_true", help="also delete labctl's state in .lab/ (PKI, logs, registry data, vault password)")
     sub.add_parser("status", help="table of components; exit 1 when one is down")

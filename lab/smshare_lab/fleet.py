@@ -1,4 +1,4 @@
-"""The lab's fleet: every GPU-node container is a Kubernetes Node.
+"""The lab's fleet (`labctl up --fleet`): every GPU-node container is a Kubernetes Node.
 
 Inside each container a STAND-IN node agent (lab/standin/node_agent, a kubelet
 simulator in the manner of KWOK) registers the Node under the container's name,
@@ -15,6 +15,10 @@ server at the podman gateway (pki.apiserver_url_for_containers).
 Fleet nodes carry the taint nvidia.com/gpu=present:NoSchedule, as GPU pools
 commonly do (the GPU Operator's DaemonSets tolerate it): pods that do not ask
 for a GPU node keep landing on the node tier, where containers really run.
+
+Opt-in: a lab without --fleet keeps its GPU-node containers as hosts only, so
+the cluster's GPU Nodes are the node tier's, where the smoke test's pods really
+run; the fleet's tests get a lab of their own (scripts/test.sh fleet-tests).
 """
 import hashlib
 import io
@@ -118,6 +122,12 @@ def _copy(node, files):
                          input=_tar(files), env=gpu_nodes.podman_env(), capture_output=True, check=False)
     if res.returncode != 0:
         raise LabError(f"could not install the node agent in {node}: {res.stderr.decode(errors='replace')}")
+
+
+def running(nodes):
+    """Does a node agent run in any of these GPU-node containers?"""
+    return any(gpu_nodes.podman("exec", n, "systemctl", "is-active", SERVICE, check=False).stdout.strip() == "active"
+               for n in nodes)
 
 
 def status(nodes):

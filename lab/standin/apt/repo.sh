@@ -26,10 +26,11 @@
 # apt at it. <url>/distro/ stands in for the distribution's archive (kernel
 # headers, initramfs-tools, python3-debian: lab/standin/apt/provision-node.sh).
 # Env: SMSHARE_APT_PORT (18615 + 100 x SMSHARE_LAB_INSTANCE), SMSHARE_APT_NETWORK
-# (podman), SMSHARE_APT_STATE (.lab/apt under the repository root).
+# (podman), SMSHARE_APT_STATE (apt/ in the lab's state folder: $SMSHARE_LAB_STATE, else
+# .lab under the repository root).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-state=${SMSHARE_APT_STATE:-$root/.lab/apt}
+state=${SMSHARE_APT_STATE:-${SMSHARE_LAB_STATE:-$root/.lab}/apt}
 port=${SMSHARE_APT_PORT:-$((18615 + 100 * ${SMSHARE_LAB_INSTANCE:-0}))}
 network=${SMSHARE_APT_NETWORK:-podman}
 pidfile=$state/server.pid
