@@ -63,10 +63,12 @@ def fleet(lab, tmp_path_factory):
     for inv in lab.inventory:
         adhoc += ["-i", inv]
     subprocess.run(adhoc, cwd=lab.root, env=lab.env, check=False, capture_output=True, timeout=600)
-    for hosts, branch in ((old, 580), ([current], 615)):
-        proc = lab.playbook("playbooks/driver.yml", "-l", ",".join(hosts),
-                            extra_vars={"smshare_driver_branch": branch})
-        assert proc.returncode == 0, describe(proc)
+    # One driver play for the whole fleet: each node's branch as a host variable.
+    branches = tmp_path_factory.mktemp("fleet-branches") / "branches.yml"
+    branches.write_text(json.dumps({"all": {"hosts": {
+        name: {"smshare_driver_branch": 615 if name == current else 580} for name in nodes}}}))
+    proc = lab.playbook("playbooks/driver.yml", "-i", str(branches), "-l", ",".join(nodes))
+    assert proc.returncode == 0, describe(proc)
     for name in nodes:   # a kept lab may hold an earlier run's marks
         lab.kubectl("label", "node", name, f"{STATE}-")
         lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-",
