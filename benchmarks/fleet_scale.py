@@ -4,17 +4,23 @@
 
 For each count it brings this clone's lab to that many GPU nodes (lab/labctl up
 --nodes --gpu-nodes N), converges site.yml once (new nodes get the driver),
-checks a re-run changes nothing, then times ROUNDS no-op site.yml runs and
-ROUNDS `ansible -m setup` on every host of site.yml, interleaved, and prints the
-medians and their ratio (target: at most 3x), and how the cost grows with the
-node count (target: no faster than the count). With --settings it also times
-the no-op run at the largest count under the settings that matter for a fleet
-(forks, strategy, fact caching), each against ansible.cfg as it is.
+then times ROUNDS no-op site.yml runs (a re-run that changes nothing is
+required) and ROUNDS `ansible -m setup` on every host site.yml touches,
+interleaved, and prints the medians, their ratio (target: at most 3x) and how
+the cost grows with the node count (target: no faster than the count). Each
+no-op run's time is split by role (profile_roles): the cluster's plays run once
+on the controller whatever the fleet's size, nvidia_driver on every GPU node
+(preflight mixes both). The node side alone is also
+timed: a no-op playbooks/driver.yml against `ansible -m setup` on the GPU nodes.
+
+With --settings it times that node side at the largest count under the
+settings that matter for a fleet (forks, strategy, fact caching, interpreter
+discovery), each against ansible.cfg as it is.
 
 Prints figures only; it never passes or fails on time. Leaves the lab up, back
 at its usual count of GPU nodes (SMSHARE_LAB_GPU_NODES, default 2).
 
-    source scripts/env.sh && python3 benchmarks/fleet_scale.py [--counts 1,4,8] [--rounds 3] [--settings]
+    source scripts/env.sh && python3 benchmarks/fleet_scale.py [--counts 1,4,8] [--rounds 2] [--settings]
 """
 import argparse
 import os
@@ -29,6 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS = "gpu_nodes:build_hosts:k8s_controller"    # every host site.yml touches
+# The role that runs on every GPU node and nowhere else (preflight mixes node and cluster checks).
+NODE_ROLES = ("nvidia_driver",)
 
 
 def labctl(*args):
@@ -57,37 +65,46 @@ def run(argv, env):
 
 def recap(out):
     totals = {}
-    for key, value in re.findall(r"(\w+)=(\d+)", out.split("PLAY RECAP")[-1]):
+    for key, value in re.findall(r"(\w+)=(\d+)", out.split("PLAY RECAP")[-1].split("ROLES RECAP")[0]):
         totals[key] = totals.get(key, 0) + int(value)
     return totals
 
 
-def site(env, extra_env=None):
-    argv = ["ansible-playbook", "site.yml", *shlex.split(env.get("SMSHARE_LAB_INVENTORY", ""))]
-    seconds, proc = run(argv, dict(env, **(extra_env or {})))
+def roles(out):
+    """{role: seconds} from profile_roles' recap."""
+    return {name: float(sec) for name, sec in
+            re.findall(r"^([\w.]+) -+ ([\d.]+)s$", out.split("ROLES RECAP")[-1], re.M) if name != "total"}
+
+
+def playbook(env, path, extra_env=None):
+    argv = ["ansible-playbook", path, *shlex.split(env.get("SMSHARE_LAB_INVENTORY", ""))]
+    profiled = dict(env, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", **(extra_env or {}))
+    seconds, proc = run(argv, profiled)
     if proc.returncode != 0:
-        sys.exit("site.yml failed:\n" + proc.stdout[-4000:])
-    return seconds, recap(proc.stdout)
+        sys.exit("%s failed:\n%s" % (path, proc.stdout[-4000:]))
+    return seconds, proc.stdout
 
 
-def setup(env):
-    argv = ["ansible", HOSTS, *shlex.split(env.get("SMSHARE_LAB_INVENTORY", "")), "-m", "ansible.builtin.setup"]
+def setup(env, hosts=HOSTS):
+    argv = ["ansible", hosts, *shlex.split(env.get("SMSHARE_LAB_INVENTORY", "")), "-m", "ansible.builtin.setup"]
     seconds, proc = run(argv, env)
     if proc.returncode != 0:
         sys.exit("ansible -m setup failed:\n" + proc.stdout[-4000:])
     return seconds
 
 
-def noop(env, rounds, extra_env=None, with_setup=True):
-    site_times, setup_times, totals = [], [], {}
+def noop(env, path, rounds, hosts, extra_env=None, with_setup=True):
+    """ROUNDS no-op runs of PATH (each must change nothing), setup between them."""
+    times, setup_times, split = [], [], {}
     for _round in range(rounds):
-        seconds, totals = site(env, extra_env)
-        if totals.get("changed", 0):
-            sys.exit("a re-run of site.yml changed something (%s): the lab is not converged" % totals)
-        site_times.append(seconds)
+        seconds, out = playbook(env, path, extra_env)
+        if recap(out).get("changed", 0):
+            sys.exit("a re-run of %s changed something (%s): the lab is not converged" % (path, recap(out)))
+        times.append(seconds)
+        split = roles(out)
         if with_setup:
-            setup_times.append(setup(env))
-    return site_times, setup_times, totals
+            setup_times.append(setup(env, hosts))
+    return times, setup_times, split
 
 
 def fmt(times):
@@ -97,7 +114,7 @@ def fmt(times):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,4,8")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--settings", action="store_true", help="also time fleet settings at the largest count")
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
@@ -111,25 +128,39 @@ def main():
 
 def measure(counts, args):
     rows = []
+    med = statistics.median
     for count in counts:
         env = lab_env(count)
-        seconds, totals = site(env)         # converge (new nodes get the driver)
-        print("[%d GPU nodes] converge: %.0f s (changed=%d)" % (count, seconds, totals.get("changed", 0)), flush=True)
-        site_times, setup_times, totals = noop(env, args.rounds)
-        site_median, setup_median = statistics.median(site_times), statistics.median(setup_times)
-        rows.append((count, site_median, setup_median, totals.get("ok", 0)))
-        print("[%d GPU nodes] no-op site.yml: median %.1f s (%s), %d tasks ok on all hosts"
-              % (count, site_median, fmt(site_times), totals.get("ok", 0)))
-        print("[%d GPU nodes] ansible -m setup on %s: median %.1f s (%s)" % (count, HOSTS, setup_median, fmt(setup_times)))
-        print("[%d GPU nodes] ratio site/setup: %.2fx (target <= 3x)" % (count, site_median / setup_median), flush=True)
+        seconds, out = playbook(env, "site.yml")        # converge (new nodes get the driver)
+        print("[%d GPU nodes] converge: %.0f s (changed=%d)" % (count, seconds, recap(out).get("changed", 0)), flush=True)
+        site_t, setup_t, split = noop(env, "site.yml", args.rounds, HOSTS)
+        node_t, node_setup_t, _split = noop(env, "playbooks/driver.yml", args.rounds, "gpu_nodes")
+        node_roles = sum(v for k, v in split.items() if k in NODE_ROLES)
+        rows.append((count, med(site_t), med(setup_t), med(node_t), med(node_setup_t)))
+        print("[%d GPU nodes] no-op site.yml: median %.1f s (%s); setup on %s: %.1f s (%s): %.1fx"
+              % (count, med(site_t), fmt(site_t), HOSTS, med(setup_t), fmt(setup_t), med(site_t) / med(setup_t)))
+        print("[%d GPU nodes]   by role (last run): %s" % (count, ", ".join(
+            "%s %.0f s" % (k, v) for k, v in sorted(split.items(), key=lambda kv: -kv[1]))))
+        print("[%d GPU nodes]   node side in site.yml (%s): %.0f s; the cluster's plays and the rest: %.0f s"
+              % (count, "+".join(NODE_ROLES), node_roles, med(site_t) - node_roles))
+        print("[%d GPU nodes] no-op playbooks/driver.yml: median %.1f s (%s); setup on gpu_nodes: %.1f s (%s): %.1fx"
+              % (count, med(node_t), fmt(node_t), med(node_setup_t), fmt(node_setup_t),
+                 med(node_t) / med(node_setup_t)), flush=True)
 
-    base_count, base_site, base_setup, _ok = rows[0]
-    header = ("GPU nodes", "site s", "setup s", "ratio", "site growth", "node growth")
-    print("\n%-10s %10s %10s %8s %14s %14s" % header)
-    for count, site_s, setup_s, _ok in rows:
-        print("%-10d %10.1f %10.1f %7.2fx %13.2fx %13.2fx"
-              % (count, site_s, setup_s, site_s / setup_s, site_s / base_site, count / base_count))
-    print("(target: ratio <= 3x; site growth no faster than node growth)")
+    base = rows[0]
+    print("\n%-9s %8s %8s %7s %8s %8s %7s %8s %8s" % (
+        "GPU nodes", "site s", "setup s", "ratio", "driver s", "setup s", "ratio", "growth", "nodes"))
+    for count, site_s, setup_s, node_s, node_setup_s in rows:
+        print("%-9d %8.1f %8.1f %6.1fx %8.1f %8.1f %6.1fx %7.2fx %7.2fx" % (
+            count, site_s, setup_s, site_s / setup_s, node_s, node_setup_s, node_s / node_setup_s,
+            site_s / base[1], count / base[0]))
+    if len(rows) > 1:
+        last = rows[-1]
+        added = last[0] - base[0]
+        print("per added GPU node: site.yml +%.1f s, setup +%.1f s; driver.yml +%.1f s, setup on gpu_nodes +%.1f s"
+              % ((last[1] - base[1]) / added, (last[2] - base[2]) / added,
+                 (last[3] - base[3]) / added, (last[4] - base[4]) / added))
+    print("(targets: ratio <= 3x; site growth no faster than node growth)")
 
     if args.settings:
         count = counts[-1]
@@ -140,18 +171,18 @@ def measure(counts, args):
                 ("forks=5 (Ansible's default)", {"ANSIBLE_FORKS": "5"}),
                 ("forks=32", {"ANSIBLE_FORKS": "32"}),
                 ("strategy=free", {"ANSIBLE_STRATEGY": "free"}),
+                ("interpreter set (no discovery)", {"ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3"}),
                 ("fact cache (smart, jsonfile)", {"ANSIBLE_GATHERING": "smart", "ANSIBLE_CACHE_PLUGIN": "jsonfile",
                                                   "ANSIBLE_CACHE_PLUGIN_CONNECTION": cache,
                                                   "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400"}),
-                ("fact cache off (gathering=implicit, memory)", {"ANSIBLE_GATHERING": "implicit",
-                                                                 "ANSIBLE_CACHE_PLUGIN": "memory"}),
             ]
-            print("\nno-op site.yml at %d GPU nodes, by setting (median of %d):" % (count, args.rounds))
+            print("\nno-op playbooks/driver.yml (the part that grows with the fleet) at %d GPU nodes, "
+                  "by setting (median of %d):" % (count, args.rounds))
             for label, extra in variants:
                 if "jsonfile" in extra.values():
-                    site(env, extra)        # fill the cache first
-                site_times = noop(env, args.rounds, extra, with_setup=False)[0]
-                print("  %-44s %6.1f s  (%s)" % (label, statistics.median(site_times), fmt(site_times)), flush=True)
+                    playbook(env, "playbooks/driver.yml", extra)        # fill the cache first
+                times = noop(env, "playbooks/driver.yml", args.rounds, "gpu_nodes", extra, with_setup=False)[0]
+                print("  %-36s %6.1f s  (%s)" % (label, med(times), fmt(times)), flush=True)
 
 
 if __name__ == "__main__":
