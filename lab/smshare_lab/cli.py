@@ -18,7 +18,7 @@ FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "inventory", "lab.json", "charts", "test-images")
+          "inventory", "lab.json", "charts", "test-images", "apt")
 
 
 def _env_flag(name):
