@@ -312,8 +312,8 @@ def test_a_daemonset_that_never_gets_ready_is_reported_on_config_and_node(lab, i
         assert node["message"] == f"mpsd pod is not ready: {node['reason']}"
         pod = wait_until("the new mpsd pod running", lambda: [
             p["metadata"]["name"] for p in get(lab, "-n", FRAC_NS, "pods", "-l", "app.kubernetes.io/component=mpsd")
-            ["items"] if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"], 30)[0]
-        logs = wait_until("its log", lambda: lab.kubectl("-n", FRAC_NS, "logs", pod, check=False).stdout, 10)
+            ["items"] if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"], 120)[0]
+        logs = wait_until("its log", lambda: lab.kubectl("-n", FRAC_NS, "logs", pod, check=False).stdout, 60)
         assert "not starting the MPS control daemon" in logs, logs
     finally:
         set_knob(lab, "mpsd.not-ready", None)
