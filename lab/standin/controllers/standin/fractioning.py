@@ -326,15 +326,22 @@ class Operator:
         meta = config["metadata"]
         if FINALIZER not in (meta.get("finalizers") or []):
             return
+        # Foreground deletion: a DaemonSet object outlives its pods until the
+        # garbage collector lets it go, so wait for both to be gone.
+        daemonsets = []
         for name in ("fractiond", "mpsd"):
             path = f"/apis/apps/v1/namespaces/{self.namespace}/daemonsets/gpu-fractioning-{name}"
-            if self.kube.get(path):
+            found = self.kube.get(path)
+            if not found:
+                continue
+            daemonsets.append(f"gpu-fractioning-{name}")
+            if not found["metadata"].get("deletionTimestamp"):
                 self.kube.delete(path, "Foreground")
                 log("daemonset deleted", name=f"gpu-fractioning-{name}")
         self.applied.clear()
         left = [p["metadata"]["name"] for p in self.daemon_pods()]
-        if left:
-            log("waiting for daemon pods to terminate", pods=left)
+        if left or daemonsets:
+            log("waiting for daemon pods and daemonsets to go", pods=left, daemonsets=daemonsets)
             return
         for node in self.kube.list("/api/v1/nodes"):
             if node_condition_of(node):
