@@ -139,6 +139,8 @@ def test_check_mode_changes_nothing(fleet):
     ({"driver_upgrade_max_unavailable": "150%"}, ["driver_upgrade_max_unavailable is '150%'"]),
     ({"driver_upgrade_drain_timeout": -5}, ["driver_upgrade_drain_timeout is '-5'", "seconds above 0"]),
     ({"smshare_driver_method": "gpu_operator"}, ["host-installed drivers only", "GPU Operator"]),
+    ({"driver_upgrade_kubeconfig": "/nonexistent/smshare-kubeconfig"},
+     ["driver_upgrade_kubeconfig is /nonexistent/smshare-kubeconfig, which does not exist", "Nothing was changed"]),
 ])
 def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
     lab = fleet["lab"]

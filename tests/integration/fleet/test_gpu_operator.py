@@ -93,6 +93,9 @@ def labels(lab, name):
     ({"gpu_operator_chart_repo_url": "https://user:secret@charts.example.com/nvidia"},
      ["gpu_operator_chart_repo_url is 'https://", "charts.example.com/nvidia'", "without user:password@"]),
     ({"gpu_operator_nodes": ["no-such-node"]}, ["No Kubernetes Node named no-such-node"]),
+    ({"gpu_operator_kubeconfig": "/nonexistent/smshare-kubeconfig"},
+     ["gpu_operator_kubeconfig is /nonexistent/smshare-kubeconfig, which does not exist"]),
+    ({"gpu_operator_values": ["driver.version=1"]}, ["gpu_operator_values", "dict"]),
 ])
 def test_bad_input_and_mixed_methods_are_refused(lab, operator_nodes, extra, words):
     proc = run(lab, operator_nodes, "580.95.05", **extra)
