@@ -4,7 +4,7 @@
 # And for maintainers: make release VERSION=x.y.z (docs/RELEASING.md), make ee.
 SHELL := /bin/bash
 
-.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests fleet-tests release-check release ee bench
+.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests release-check release ee bench
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -22,7 +22,7 @@ test: bootstrap
 	bash scripts/test.sh
 
 # Single stages, for a quicker loop once `make bootstrap` has run.
-lint sanity unit integration lab-tests other-tests fleet-tests:
+lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests:
 	bash scripts/test.sh $@
 
 # The test command's release stage alone (tarball built, installed, run by FQCN).
