@@ -9,7 +9,9 @@ that makes the decisions a pilot can observe the way KAI makes them.
   it) caps what the queue's pods hold, in KAI's units (GPUs, millicores, MB).
 - Gang: a Job's `kai.scheduler/batch-min-member` (default 1). No pod of the
   group is bound until that many (counting members already bound) fit at once.
-- Fit: Ready, schedulable nodes whose taints the pod tolerates and whose labels
+- Fit: Ready nodes, schedulable or cordoned with the pod tolerating
+  `node.kubernetes.io/unschedulable` (as kube-scheduler's NodeUnschedulable),
+  whose taints the pod tolerates and whose labels
   match its nodeSelector (node affinity is not evaluated); cpu, memory, pods
   and whole `nvidia.com/gpu` against allocatable minus the pods bound there;
   `gpu-fraction` / `gpu-memory` (MiB, against the node label
@@ -119,6 +121,9 @@ def share(pod, node):
     return 0.0, 0
 
 
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
 def tolerates(pod, taint):
     for toleration in (pod.get("spec") or {}).get("tolerations") or []:
         if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
@@ -142,7 +147,7 @@ class Cluster:
         self.nodes = {}
         for node in kube.list("/api/v1/nodes"):
             conditions = {c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []}
-            if conditions.get("Ready") != "True" or (node.get("spec") or {}).get("unschedulable"):
+            if conditions.get("Ready") != "True":
                 continue
             alloc = (node.get("status") or {}).get("allocatable") or {}
             self.nodes[node["metadata"]["name"]] = {
@@ -265,6 +270,9 @@ def fits(cluster, pod, wanted):
         selector = (pod.get("spec") or {}).get("nodeSelector") or {}
         if any(labels.get(k) != v for k, v in selector.items()):
             reasons.append("%s: node selector" % name)
+            continue
+        if (node.get("spec") or {}).get("unschedulable") and not tolerates(pod, CORDON_TAINT):
+            reasons.append("%s: node(s) were unschedulable" % name)
             continue
         taints = [t for t in (node.get("spec") or {}).get("taints") or []
                   if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, t)]
