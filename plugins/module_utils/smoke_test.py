@@ -37,6 +37,8 @@ DEFAULT_FRACTION = 0.5
 MANAGED_BY = ("app.kubernetes.io/managed-by", "smshare.kai.fraction_smoke_test")
 RUN_LABEL = "smshare.kai/smoke-test"      # which run (node) a pod belongs to
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The taint a cordoned node carries (the scheduler treats spec.unschedulable as it).
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 HOSTILE_PERCENTAGE = "100"
 
 # ---------------------------------------------------------------- what the binder writes
@@ -110,7 +112,7 @@ def run_key(node):
 
 def pod_manifest(name, namespace, queue, fraction, image, node=None, run="any", command=None, env=None,
                  scheduler=SCHEDULER, runtime_class="nvidia", pull_secrets=(), pull_policy=None,
-                 restart="Never", container=CONTAINER):
+                 restart="Never", container=CONTAINER, tolerate_unschedulable=False):
     """One of the guide's half-GPU pods (step 5, or the deviceQuery pod)."""
     labels = {MANAGED_BY[0]: MANAGED_BY[1], RUN_LABEL: run}
     if queue:
@@ -136,6 +138,9 @@ def pod_manifest(name, namespace, queue, fraction, image, node=None, run="any", 
         spec["runtimeClassName"] = runtime_class
     if node:
         spec["nodeSelector"] = {HOSTNAME_LABEL: node}
+    if tolerate_unschedulable:
+        # On a cordoned node, as a rolling upgrade validates a node before uncordoning it.
+        spec["tolerations"] = [{"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
     return {
@@ -159,7 +164,8 @@ def manifests(params, run):
     common = dict(namespace=params["namespace"], queue=params["queue"], fraction=params["fraction"],
                   node=params.get("node"), run=run, scheduler=params.get("scheduler_name") or SCHEDULER,
                   runtime_class=params.get("runtime_class"), pull_secrets=params.get("image_pull_secrets") or (),
-                  pull_policy=params.get("image_pull_policy"))
+                  pull_policy=params.get("image_pull_policy"),
+                  tolerate_unschedulable=bool(params.get("tolerate_unschedulable")))
     pods = [pod_manifest(name, image=params["image"], command=params.get("command") or ["sleep", "3600"], **common)
             for name in names]
     dq = None
@@ -496,6 +502,13 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
         elif children:
             add("queue_not_leaf", "queue %s has children (%s): only leaf queues run pods" % (
                 queue, ", ".join(children)))
+    wanted = (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+    tolerated = any(t.get("key") == UNSCHEDULABLE_TAINT or (not t.get("key") and t.get("operator") == "Exists")
+                    for t in spec.get("tolerations") or [])
+    cordoned = [n for n in nodes or () if n["metadata"]["name"] == wanted and (n.get("spec") or {}).get("unschedulable")]
+    if cordoned and not tolerated and not spec.get("nodeName"):
+        add("node_cordoned", "node %s is cordoned (spec.unschedulable): no scheduler places a pod there unless it "
+            "tolerates %s; uncordon it, or test it cordoned with tolerate_unschedulable" % (wanted, UNSCHEDULABLE_TAINT))
     gpu_nodes = [n["metadata"]["name"] for n in nodes
                  if _gpus(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu")) > 0]
     if nodes is not None and not gpu_nodes:

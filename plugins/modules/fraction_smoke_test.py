@@ -58,6 +58,12 @@ options:
   node:
     description: Run on this Kubernetes node (a C(kubernetes.io/hostname) node selector). Unset, the scheduler picks.
     type: str
+  tolerate_unschedulable:
+    description:
+      - Give the pods a toleration of C(node.kubernetes.io/unschedulable), so they run on O(node) while it is
+        cordoned (a rolling driver upgrade validates a node before it takes work again). Needs O(node).
+    type: bool
+    default: false
   name_suffix:
     description:
       - Appended to the guide's pod names (C(fraction-smoke-a-<suffix>)), so runs on several nodes share a
@@ -279,7 +285,7 @@ IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
 # causes waiting cannot fix (a missing queue label is not one: KAI's podgrouper may
 # put the pod in default-queue, so it is only named when the pod is still Pending)
-DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes",
+DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes", "node_cordoned",
               "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated",
               "image_pull")
 POLL = 1.0
@@ -302,6 +308,9 @@ def check_input(params):
     if params["node"] is not None:
         validate.text("node", params["node"], example="gpu-node-07", pattern=NODE_RE, rule="must be a node name",
                       max_length=253)
+    if params["tolerate_unschedulable"] and params["node"] is None:
+        raise validate.BadInput("tolerate_unschedulable", True, "needs node: without it the pods could land on any "
+                                "cordoned node", "node: gpu-node-07 with tolerate_unschedulable: true")
     if params["name_suffix"]:
         validate.text("name_suffix", params["name_suffix"], example="gpu-node-07", pattern=NAME_RE,
                       rule="must be lower-case letters, digits and '-'", max_length=40)
@@ -629,6 +638,7 @@ def main():
             queue=dict(type="str", default=st.DEFAULT_QUEUE),
             fraction=dict(type="float", default=st.DEFAULT_FRACTION),
             node=dict(type="str"),
+            tolerate_unschedulable=dict(type="bool", default=False),
             name_suffix=dict(type="str"),
             image=dict(type="str", default=st.DEFAULT_IMAGE),
             devicequery_image=dict(type="str", default=st.DEFAULT_DEVICEQUERY_IMAGE),

@@ -4,7 +4,7 @@
 site.yml's last play, the smoke test, passed on the node -> the module alone:
 every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> pods that cannot
 be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
-scheduler) -> an interrupted run deletes its pods; a killed one leaves them
+scheduler, a cordoned node) -> an interrupted run deletes its pods; a killed one leaves them
 and the next run removes them first -> last, a reservation pod without the
 nvidia RuntimeClass is diagnosed.
 """
@@ -112,6 +112,24 @@ def test_pods_that_cannot_be_placed_are_diagnosed(lab, converged, case, cause):
     result = smoke(lab, measure_sm_share=False, settle=10, **case)
     assert result.get("failure") == "pending", result.get("msg")
     assert cause in [c["cause"] for p in result["pending"] for c in p["causes"]], result["msg"]
+    assert our_pods(lab) == []
+
+
+def test_a_cordoned_node_is_tested_only_with_the_toleration(lab, converged):
+    """How a rolling driver upgrade validates a node before uncordoning it."""
+    node = lab.kube_nodes[0]
+    lab.kubectl("cordon", node)
+    try:
+        refused = smoke(lab, measure_sm_share=False, settle=10, timeout=60)
+        assert refused.get("failure") == "pending", refused.get("msg")
+        assert "node_cordoned" in [c["cause"] for p in refused["pending"] for c in p["causes"]], refused["msg"]
+        assert "is cordoned" in refused["msg"]
+        assert our_pods(lab) == []
+        result = smoke(lab, tolerate_unschedulable=True)
+        assert result.get("passed") is True, result.get("msg")
+        assert [c["check"] for c in result["checks"]] == ["binder", "injection", "mps", "memory", "sm_share"]
+    finally:
+        lab.kubectl("uncordon", node)
     assert our_pods(lab) == []
 
 

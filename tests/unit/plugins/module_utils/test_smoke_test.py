@@ -82,6 +82,17 @@ def test_manifests_per_node_with_overrides():
     assert st.manifests(params, "x")[1] is None
 
 
+def test_tolerating_the_cordon_is_asked_for_per_run():
+    params = {"namespace": "default", "queue": "default-queue", "fraction": 0.5, "node": "gpu-node-07",
+              "image": "reg/cuda:1", "devicequery_image": "reg/dq:1", "tolerate_unschedulable": True}
+    pods, dq = st.manifests(params, st.run_key("gpu-node-07"))
+    for pod in pods + [dq]:
+        assert pod["spec"]["tolerations"] == [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                                               "effect": "NoSchedule"}]
+    params["tolerate_unschedulable"] = False
+    assert all("tolerations" not in p["spec"] for p in st.manifests(params, "x")[0])
+
+
 def test_queue_label_left_off_when_empty():
     assert st.QUEUE_LABEL not in st.pod_manifest("p", "default", "", 0.5, "i")["metadata"]["labels"]
 
@@ -335,6 +346,18 @@ def test_pending_no_gpu_nodes():
     names, found = causes(pending(), nodes=[CPU_NODE])
     assert names[0] == "no_gpu_nodes"
     assert "device plugin" in found[0]["message"]
+
+
+def test_pending_on_a_cordoned_node_without_the_toleration():
+    cordoned = dict(GPU_NODE, spec={"unschedulable": True})
+    pod = pending(nodeSelector={"kubernetes.io/hostname": "gpu-node-07"})
+    names, found = causes(pod, nodes=[cordoned])
+    assert names[0] == "node_cordoned"
+    assert "node gpu-node-07 is cordoned" in found[0]["message"] and "tolerate_unschedulable" in found[0]["message"]
+    pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                                   "effect": "NoSchedule"}]
+    assert "node_cordoned" not in causes(pod, nodes=[cordoned])[0]
+    assert "node_cordoned" not in causes(pending(nodeSelector={"kubernetes.io/hostname": "gpu-node-07"}))[0]
 
 
 def reservation_pod(runtime="nvidia", waiting=None, phase="Pending", gpu=None, restarts=0, last_exit=None):

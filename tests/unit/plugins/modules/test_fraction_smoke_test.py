@@ -135,6 +135,7 @@ BAD = [
     ("sm_count", {"gpu_sm_count": 0}, "gpu_sm_count", "between 1 and 1024"),
     ("report_relative", {"report_junit": "out/smoke.xml"}, "report_junit", "absolute path"),
     ("suffix_dot", {"name_suffix": "a.b"}, "name_suffix", "lower-case"),
+    ("tolerate_without_node", {"tolerate_unschedulable": True}, "tolerate_unschedulable", "needs node"),
 ]
 
 
