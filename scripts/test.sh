@@ -38,7 +38,8 @@ stage_unit() {
 #   apt repository on purpose and need five GPU nodes (the shared lab's tests
 #   never see that churn);
 # - lab tests that need neither the cluster's converge nor the fork images
-#   (they would build them again there), moved off the lab stream, the longer.
+#   (those would be built again there): they leave the lab stream, which is
+#   the longer of the two.
 SECOND_LAB_TESTS=(tests/integration/driver tests/integration/helm tests/integration/queues/test_queues_role.py)
 SECOND_INSTANCE=$(( (SMSHARE_LAB_INSTANCE + 5) % 10 ))
 on_second_lab() {
