@@ -5,14 +5,13 @@ table, daemon probe and client, for smshare.kai.mps_info and mps_control.
 
 Every verb the modules send lives in VERBS: how it is sent (a line on standard
 input of the legacy v2 shell, or arguments for the MPS v3 "module verb"
-syntax) and the parser of its answer. A syntax change of a driver release is
-one entry to change. Entries with "verified": False were inferred (NVIDIA's MPS
-v3 documentation names the verbs but not every output format); the stand-in
-lab/standin/bin/nvidia-cuda-mps-control answers in these inferred formats.
-Replace them with output recorded on a real r615+ GPU node (tests/gpu/run.sh
-records what it saw).
-
-Unknown or unparsable output raises MpsError quoting the output, never a guess.
+syntax), the parser of its answer, and where that was learnt. `verified` holds
+the source (repository, path, commit) of a verb's argv; `output` says what is
+known of its answer. The v3 verbs are those the gpu-fractioning fork's mpsd
+sends to the r615 daemon (FORK_MPSCTL); where no source shows the real output
+the parser accepts the shapes the sources allow and fails naming the line it
+could not read, never a guess. tests/gpu/run.sh records the real answers on a
+GPU node (ROADMAP item 1) to settle what is still open here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,11 +22,22 @@ import os
 import re
 import time
 
-from ansible_collections.smshare.kai.plugins.module_utils import csv_output, validate
+from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.runner import CommandRunner, ToolError
 
 BINARY = "nvidia-cuda-mps-control"
 MISSING = "nvidia_cuda_mps_control_missing"  # the failure when it is not installed (runner's <binary>_missing)
+
+# Where the verbs and rules come from (cited by VERBS and the rules below).
+FORK_MPSCTL = ("kai-scheduler/gpu-fractioning fractioning-manager/mpsd/internal/mpsctl/control.go "
+               "@ 9abe6fd424a5cd0ba21d3dd7f78ac75a781fddfa")
+FORK_CLIENT_LIST = ("kai-scheduler/gpu-fractioning fractioning-manager/mpsd/internal/mpsctl/control_test.go "
+                    "@ 1cb2b23db621166ee778db94571c5c7659ec9959 (output captured on driver 615)")
+FORK_MPSNS = ("kai-scheduler/gpu-fractioning fractioning-manager/mpsd/internal/mpsns/name.go "
+              "@ ad0bc5749e5a9acc21a153e265b00e913780af6c")
+DEVICE_PLUGIN_MPS = ("NVIDIA/k8s-device-plugin cmd/mps-control-daemon/mps/daemon.go "
+                     "@ 05d317d5f6fe253deffe3386395daae1ab6a3e9f")
+GUIDE = "the published guide 'Build the KAI-Scheduler and GPU Fractioning Forks' (tables)"
 
 # ---------------------------------------------------------------- defaults
 # The only place these are written (plugins/doc_fragments/mps.py documents them;
@@ -39,6 +49,13 @@ DEFAULT_TIMEOUT = 30
 MAX_TIMEOUT = 3600
 PID_FILE = "nvidia-cuda-mps-control.pid"
 CONTROL_SOCKET = "control"
+# A namespace's pipe directory holds its sockets: a unix socket path has 107
+# usable bytes, and the fork keeps 24 of them for the socket names. Longer, the
+# daemon fails with a bare "Failed to initialize MPS control daemon" and no
+# log (FORK_MPSNS: MaxPipeDirLength, measured on driver 615).
+MAX_PIPE_DIRECTORY_LENGTH = 83
+# The v3 verbs the guide's prerequisite check wants `namespace --help` to list.
+NAMESPACE_VERBS = ("create", "delete", "get", "list", "set")
 
 # The options every MPS module takes.
 ARGUMENT_SPEC = dict(
@@ -49,9 +66,14 @@ ARGUMENT_SPEC = dict(
 # Texts the real tool prints (documented / seen in public logs).
 NOT_RUNNING_TEXT = "Cannot find MPS control daemon process"
 ALREADY_RUNNING_TEXT = "An instance of this daemon is already running"
+INIT_FAILED_TEXT = "Failed to initialize MPS control daemon"   # FORK_MPSNS
+# The fork's mpsd doc quotes the daemon's refusal of a non-owner (FORK_MPSNS's manager.go).
+INSUFFICIENT_PRIVILEGES_RE = re.compile(r"Insufficient privileges for UID (\d+)")
 # (unverified) texts, matched loosely
 PERMISSION_DENIED_RE = re.compile(r"permission denied", re.I)
 UNKNOWN_SERVER_RE = re.compile(r"server '([^']*)' not found", re.I)
+UNKNOWN_NAMESPACE_RE = re.compile(r"namespace '([^']*)' (?:does not exist|not found)", re.I)
+NAMESPACE_BUSY_RE = re.compile(r"attached client|active client|in use", re.I)
 INVALID_DEVICE_RE = re.compile(r"invalid device", re.I)
 DAEMON_NOT_V3_RE = re.compile(r"requires protocol 3", re.I)
 
@@ -63,29 +85,41 @@ class MpsError(ToolError):
 # ---------------------------------------------------------------- input rules
 # Server names are TOML keys of the daemon's configuration ([servers.NAME]).
 SERVER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
-# Namespace names also become a directory under the server's pipe directory.
-NAMESPACE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-NAME_MAX_LENGTH = 253
-
-
-def name(parameter, value, example, pattern):
-    """A server or namespace name: it reaches the tool's argv and comes back in
-    its CSV answers, so no control characters, no leading '-' and no comma."""
-    validate.text(parameter, value, example, positional=True, max_length=NAME_MAX_LENGTH)
-    if "," in value:
-        raise validate.BadInput(parameter, value, "must not contain ',' (it would break the CSV the tool "
-                                "answers with)", example)
-    return validate.text(parameter, value, example, pattern=pattern,
-                         rule="must be letters, digits%s, '_' and '-', starting with a letter or digit"
-                         % (", '.'" if "." in pattern else ""))
+# The daemon accepts only these (FORK_MPSCTL: "lowercase letters, digits and
+# underscores only. No uppercase and no hyphens").
+NAMESPACE_PATTERN = r"[a-z0-9_]+"
+NAME_MAX_LENGTH = MAX_PIPE_DIRECTORY_LENGTH
 
 
 def server_name(parameter, value):
-    return name(parameter, value, "shared", SERVER_PATTERN)
+    """A server name: it reaches the tool's argv and the pipe directory's path."""
+    validate.text(parameter, value, "shared", positional=True, max_length=NAME_MAX_LENGTH)
+    return validate.text(parameter, value, "shared", pattern=SERVER_PATTERN,
+                         rule="must be letters, digits, '_' and '-', starting with a letter or digit")
 
 
 def namespace_name(parameter, value):
-    return name(parameter, value, "pod-a", NAMESPACE_PATTERN)
+    """A namespace name as the r615 daemon accepts it."""
+    validate.text(parameter, value, "pod_a", positional=True, max_length=NAME_MAX_LENGTH)
+    return validate.text(parameter, value, "pod_a", pattern=NAMESPACE_PATTERN,
+                         rule="must be lower-case letters, digits and '_' only (the MPS v3 daemon refuses "
+                              "anything else: no capitals, '-' or '.')")
+
+
+def namespace_pipe_directory(pipe_directory, server, name):
+    """Where the daemon puts a namespace (the layout the fork's mpsd finds; the
+    module reads the real one back with `namespace get`)."""
+    return "%s/%s/%s" % (pipe_directory.rstrip("/"), server, name)
+
+
+def pipe_directory_fits(parameter, value, path):
+    """Refuse a pipe directory the daemon could not put a socket in."""
+    if len(path) > MAX_PIPE_DIRECTORY_LENGTH:
+        raise validate.BadInput(parameter, value, "makes the MPS pipe directory %s %d characters long, over the "
+                                "%d the daemon can hold (a unix socket path is at most 107 bytes; longer, the "
+                                "daemon fails with no log at all): shorten the name or the pipe directory"
+                                % (path, len(path), MAX_PIPE_DIRECTORY_LENGTH))
+    return path
 
 
 def percentage(parameter, value):
@@ -108,6 +142,8 @@ def timeout(parameter, value):
 SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)([KMGT])(?:iB)?", re.I)
 SIZE_FACTORS_MIB = {"K": 1.0 / 1024, "M": 1, "G": 1024, "T": 1 << 20}
 SIZE_RULE = "must be a whole number of MiB written with the unit K, M, G or T (40G = 40960M), or 0 for no limit"
+# What a namespace list shows for "no pinned memory limit" (GUIDE: check 3's pinned-memory column).
+UNLIMITED = ("unlimited", "0", "none", "-")
 
 
 def size_to_mib(text):
@@ -138,15 +174,29 @@ def memory_size(parameter, value):
 
 
 # ---------------------------------------------------------------- parsers
+class Unparsable(ValueError):
+    """An answer the parser could not read; `line` is the line, when one."""
+
+    def __init__(self, message, line=None):
+        super(Unparsable, self).__init__(message if line is None else "%s: %r" % (message, line))
+        self.line = line
+
+
 def _lines(out):
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _noise(line):
+    """A line a tool may print around its answer: an interactive prompt
+    (`mps-control>`) or a banner ending in ':' (FORK_MPSCTL's parse cases)."""
+    return line.endswith(">") or line.endswith(":")
 
 
 def parse_nothing(out):
     """Setters: the real shell answers nothing, or echoes the value it set."""
     for line in _lines(out):
-        if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", line):
-            raise ValueError("expected no output")
+        if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", line) and not _noise(line):
+            raise Unparsable("expected no output", line)
     return None
 
 
@@ -154,155 +204,188 @@ def parse_pid_list(out):
     pids = []
     for line in _lines(out):
         if not line.isdigit():
-            raise ValueError("expected one PID per line")
+            raise Unparsable("expected one PID per line", line)
         pids.append(int(line))
     return pids
 
 
 def parse_percentage(out):
-    lines = _lines(out)
+    lines = [line for line in _lines(out) if not _noise(line)]
     if len(lines) != 1 or not re.fullmatch(r"\d+(\.\d+)?", lines[0]):
-        raise ValueError("expected one percentage")
+        raise Unparsable("expected one percentage", lines[0] if lines else None)
     value = float(lines[0])
     if not 0 < value <= 100:
-        raise ValueError("percentage out of range")
+        raise Unparsable("percentage out of range", lines[0])
     return value
 
 
 def parse_mem_limit(out):
     """(unverified) one size, e.g. 40960M; 0 when no limit is set."""
-    lines = _lines(out)
+    lines = [line for line in _lines(out) if not _noise(line)]
     if len(lines) != 1:
-        raise ValueError("expected one memory size")
-    return size_to_mib(lines[0])
+        raise Unparsable("expected one memory size", lines[0] if lines else None)
+    try:
+        return size_to_mib(lines[0])
+    except ValueError:
+        raise Unparsable("not a memory size", lines[0])
 
 
 def parse_server_status(out):
     lines = _lines(out)
     if len(lines) != 1 or not re.fullmatch(r"[A-Z_]+", lines[0]):
-        raise ValueError("expected one status word")
+        raise Unparsable("expected one status word", lines[0] if lines else None)
     return lines[0]
 
 
-def parse_help(out):
-    """v3 is there when the help names the protocol option. Tools before r615
-    may not know -h at all: whatever they answer, no --protocol means no v3."""
-    return "--protocol" in out
+def parse_namespace_help(out):
+    """`namespace --help`: which of the guide's five verbs it lists."""
+    words = set(re.findall(r"[a-z]+", out))
+    return [verb for verb in NAMESPACE_VERBS if verb in words]
 
 
-def _number(text):
-    return float(text) if "." in text else int(text)
+NUMBER_RE = re.compile(r"\d+(?:\.\d+)?%?")
 
 
-def csv_parser(columns, numeric=()):
-    """A parser for `--format=csv` output with exactly these header columns."""
-
-    def parse(out):
-        rows = []
-        for cells in csv_output.parse_csv(out, columns):
-            row = dict(zip(columns, cells))
-            for key in numeric:
-                row[key] = _number(row[key])
-            rows.append(row)
-        return rows
-
-    return parse
-
-
-NAMESPACE_COLUMNS = ("namespace", "active_thread_percentage", "pinned_memory_limit", "client_priority")
-
-
-def _namespace_rows(rows):
-    for row in rows:
-        row["active_thread_percentage"] = _number(row["active_thread_percentage"])
-        row["client_priority"] = int(row["client_priority"])
-        row["pinned_memory_limit_mib"] = size_to_mib(row.pop("pinned_memory_limit"))
-    return rows
-
-
-def parse_namespaces(out):
-    """`namespace list --format=csv`, the form the modules read."""
-    return _namespace_rows(csv_parser(NAMESPACE_COLUMNS)(out))
+def _pinned_mib(token, line):
+    if token.lower() in UNLIMITED:
+        return None
+    try:
+        return size_to_mib(token)
+    except ValueError:
+        raise Unparsable("not a pinned memory limit (a size such as 40960M, or 'unlimited')", line)
 
 
 def parse_namespace_table(out):
-    """The guide's `namespace list --server=NAME` as a person reads it: a header
-    of the upper-case column names, then one row per namespace, columns
-    separated by blanks. (unverified) format, the stand-in's."""
-    lines = _lines(out)
-    if not lines or lines[0].split() != [c.upper() for c in NAMESPACE_COLUMNS]:
-        raise ValueError("expected the header %s" % "  ".join(c.upper() for c in NAMESPACE_COLUMNS))
-    rows = []
-    for line in lines[1:]:
-        cells = line.split()
-        if len(cells) != len(NAMESPACE_COLUMNS):
-            raise ValueError("row with %d columns instead of %d: %r" % (len(cells), len(NAMESPACE_COLUMNS), line))
-        rows.append(dict(zip(NAMESPACE_COLUMNS, cells)))
-    return _namespace_rows(rows)
+    """`namespace list --server=S`. Its layout is not published (the fork's
+    mpsd only collects the names from it); the guide's check 3 shows the
+    values: a namespace, its active thread percentage (`50.00`), its pinned
+    memory limit (`unlimited`). Read: one row per namespace, those three first,
+    whatever columns follow; a header line (the first line, when it holds no
+    number), prompts and banners skipped. Any other line fails, named."""
+    rows, seen = [], set()
+    for index, line in enumerate(_lines(out)):
+        cells = line.replace(",", " ").split()
+        if _noise(line) or (not rows and index == 0 and not any(NUMBER_RE.fullmatch(c) for c in cells)):
+            continue
+        if not re.fullmatch(NAMESPACE_PATTERN, cells[0]):
+            raise Unparsable("a row must start with a namespace name ([a-z0-9_]+)", line)
+        if len(cells) < 2 or not NUMBER_RE.fullmatch(cells[1]):
+            raise Unparsable("no active thread percentage after the namespace name", line)
+        pct = float(cells[1].rstrip("%"))
+        if not 0 <= pct <= 100:
+            raise Unparsable("active thread percentage out of range", line)
+        if cells[0] in seen:
+            raise Unparsable("namespace listed twice", line)
+        seen.add(cells[0])
+        rows.append({"namespace": cells[0], "active_thread_percentage": pct,
+                     "pinned_memory_limit_mib": _pinned_mib(cells[2], line) if len(cells) > 2 else None})
+    return rows
+
+
+def parse_absolute_path(out):
+    """`namespace get NAME SERVER pipe_directory`: the first absolute path in
+    the answer, whether bare, `key: value`, `key=value`, quoted or a CSV cell
+    (the shapes the fork's mpsd reads, FORK_MPSCTL). None there: the daemon
+    answered something else, such as an error printed with status 0."""
+    for line in _lines(out):
+        for token in line.replace("=", " ").replace(",", " ").split():
+            token = token.strip("\"'")
+            if token.startswith("/"):
+                return os.path.normpath(token)
+    raise Unparsable("no absolute path in the answer", _lines(out)[0] if _lines(out) else None)
+
+
+MAWS_NS_RE = re.compile(r"([^/\s]+)/([^\s(]+)(?:\s*\((\d+)\))?")
+
+
+def parse_clients(out):
+    """`client list --format=csv,noheader` (FORK_CLIENT_LIST, recorded on
+    driver 615): PID, SERVER, DEVICE, MAWS NS (`<server>/<namespace> (<n>)`),
+    CMD; the PID is the first cell. The table format truncates PIDs
+    (`316...`): never read it."""
+    clients = []
+    for line in _lines(out):
+        if _noise(line):
+            continue
+        cells = [cell.strip() for cell in line.split(",", 4)]
+        if not cells[0].isdigit() or not 0 < int(cells[0]) <= 4 * 1024 * 1024:
+            raise Unparsable("a client row starts with its PID", line)
+        client = {"pid": int(cells[0]), "server": None, "device": None, "namespace": None, "command": None}
+        if len(cells) == 5:
+            maws = MAWS_NS_RE.fullmatch(cells[3])
+            client.update(server=cells[1], device=cells[2], command=cells[4],
+                          namespace=maws.group(2) if maws else cells[3])
+        clients.append(client)
+    return clients
 
 
 # ---------------------------------------------------------------- the table
 # stdin: the line written to the legacy shell of a client started without
 # options; argv: the arguments after the binary. {name} placeholders are filled
 # from the call's keyword arguments (checked by the modules before: no control
-# characters, no comma, no leading '-').
+# characters, no leading '-', names by the daemon's own rules).
 #
-# MPS v3 verbs are sent as the guide sends its query
-# (`nvidia-cuda-mps-control -p 3 namespace list --server=shared`): -p 3 first,
-# then the module and the verb; CUDA_MPS_PROTOCOL_VERSION=3 is set too, so an
-# inherited value cannot contradict the -p. What the real tool does with a v3
-# verb WITHOUT -p 3 is (unverified): a protocol 2 client may refuse the words,
-# or ignore them and read commands from standard input, then do nothing and
-# print nothing, which a setter would take for success. The stand-in refuses
-# (rc 1, "not a command of protocol 2"): a missing -p 3 then fails loudly in
-# tests instead of passing silently. The legacy verbs stay on standard input
-# without -p, as before MPS v3; whether a protocol 3 daemon keeps answering them
-# is (unverified): the stand-in does.
+# MPS v3 verbs go as the fork's mpsd sends them: `-p 3`, the module, the verb,
+# then the namespace name POSITIONAL and the server as --server= (but `namespace
+# get NAME SERVER FIELD`, all positional). CUDA_MPS_PROTOCOL_VERSION=3 is set
+# too, so an inherited value cannot contradict the -p. The legacy v2 verbs stay
+# on standard input without -p; whether a protocol 3 daemon still answers them
+# is not shown by any source, so the modules send them to a v3 daemon only when
+# a parameter asks for what only they report.
 V3 = ["-p", "3"]
 V3_ENV = {"CUDA_MPS_PROTOCOL_VERSION": "3"}
+MPS_DOCS = "NVIDIA MPS documentation, Legacy MPS v2 interface (docs.nvidia.com/deploy/mps), no recorded answer"
 
 VERBS = {
-    # legacy v2 shell, documented (MPS docs "Legacy MPS v2 Interface")
-    "get_server_list": {"stdin": "get_server_list", "parse": parse_pid_list, "verified": True},
-    "get_server_status": {"stdin": "get_server_status {pid}", "parse": parse_server_status,
-                          "verified": False},
-    "get_client_list": {"stdin": "get_client_list {pid}", "parse": parse_pid_list, "verified": True},
+    # legacy v2 shell
+    "get_server_list": {"stdin": "get_server_list", "parse": parse_pid_list, "verified": None,
+                        "output": MPS_DOCS},
+    "get_server_status": {"stdin": "get_server_status {pid}", "parse": parse_server_status, "verified": None,
+                          "output": "inferred"},
+    "get_client_list": {"stdin": "get_client_list {pid}", "parse": parse_pid_list, "verified": None,
+                        "output": MPS_DOCS},
     "get_default_active_thread_percentage": {
-        "stdin": "get_default_active_thread_percentage", "parse": parse_percentage, "verified": True},
+        "stdin": "get_default_active_thread_percentage", "parse": parse_percentage, "verified": DEVICE_PLUGIN_MPS,
+        "output": "the device plugin only checks that it answers (its health check); one number assumed"},
     "set_default_active_thread_percentage": {
         "stdin": "set_default_active_thread_percentage {percentage}", "parse": parse_nothing,
-        "verified": True},
+        "verified": DEVICE_PLUGIN_MPS, "output": "not read by the device plugin"},
     "get_default_device_pinned_mem_limit": {
-        "stdin": "get_default_device_pinned_mem_limit {device}", "parse": parse_mem_limit,
-        "verified": False},  # output format inferred
-    # {limit} is always sent as <MiB>M, the form NVIDIA's device plugin sends
+        "stdin": "get_default_device_pinned_mem_limit {device}", "parse": parse_mem_limit, "verified": None,
+        "output": "inferred: one size"},
+    # {limit} is always sent as <MiB>M, the form the device plugin sends
     "set_default_device_pinned_mem_limit": {
         "stdin": "set_default_device_pinned_mem_limit {device} {limit}", "parse": parse_nothing,
-        "verified": True},
-    "quit": {"stdin": "quit", "parse": parse_nothing, "verified": True},
-    "help": {"argv": ["-h"], "parse": parse_help, "verified": False},
-    # MPS v3 module verbs (r615+): the guide's query and the reference's
-    # `client list --format=csv`; every --format=csv answer is (unverified).
-    "server_list": {"argv": V3 + ["server", "list", "--format=csv"], "protocol": 3,
-                    "parse": csv_parser(("name", "pid", "uid", "active_thread_percentage", "status"),
-                                        numeric=("pid", "uid", "active_thread_percentage")),
-                    "verified": False},
-    "namespace_list": {"argv": V3 + ["namespace", "list", "--server={server}", "--format=csv"],
-                       "protocol": 3, "parse": parse_namespaces, "verified": False},
-    # the guide's own query, word for word, for readers of its table (the smoke test)
-    "namespace_list_table": {"argv": V3 + ["namespace", "list", "--server={server}"],
-                             "protocol": 3, "parse": parse_namespace_table, "verified": False},
-    "namespace_create": {"argv": V3 + ["namespace", "create", "--server={server}", "--name={name}",
-                                       "--active-thread-percentage={percentage}"],
-                         "protocol": 3, "parse": parse_nothing, "verified": False},
-    "namespace_set": {"argv": V3 + ["namespace", "set", "--server={server}", "--name={name}",
-                                    "--active-thread-percentage={percentage}"],
-                      "protocol": 3, "parse": parse_nothing, "verified": False},
-    "namespace_delete": {"argv": V3 + ["namespace", "delete", "--server={server}", "--name={name}"],
-                         "protocol": 3, "parse": parse_nothing, "verified": False},
-    "client_list": {"argv": V3 + ["client", "list", "--format=csv"], "protocol": 3,
-                    "parse": csv_parser(("pid", "server", "namespace", "uid", "device")),
-                    "verified": False},
+        "verified": DEVICE_PLUGIN_MPS, "output": "not read by the device plugin"},
+    "quit": {"stdin": "quit", "parse": parse_nothing, "verified": DEVICE_PLUGIN_MPS, "output": "not read"},
+    # MPS v3 module verbs (r615+)
+    "namespace_help": {"argv": V3 + ["namespace", "--help"], "protocol": 3, "parse": parse_namespace_help,
+                       "answers_without_daemon": True, "verified": None,
+                       "output": GUIDE + ": the prerequisite check wants it to list create, delete, list, set and "
+                                         "get; its layout is not published"},
+    "namespace_list": {"argv": V3 + ["namespace", "list", "--server={server}"], "protocol": 3,
+                       "parse": parse_namespace_table, "verified": FORK_MPSCTL,
+                       "output": "not a published interface (the fork collects names only); values as the "
+                                 "guide's check 3 shows them: 50.00, unlimited"},
+    "namespace_create": {"argv": V3 + ["namespace", "create", "{name}", "--server={server}"], "protocol": 3,
+                         "parse": parse_nothing, "verified": FORK_MPSCTL,
+                         "output": "not read by the fork; creating an existing namespace is an error"},
+    "namespace_set": {"argv": V3 + ["namespace", "set", "{name}", "--server={server}",
+                                    "--active-thread-percentage={percentage}"], "protocol": 3,
+                      "parse": parse_nothing, "verified": FORK_MPSCTL,
+                      "output": "not read by the fork; fails while a client is attached"},
+    "namespace_delete": {"argv": V3 + ["namespace", "delete", "{name}", "--server={server}"], "protocol": 3,
+                         "parse": parse_nothing, "verified": FORK_MPSCTL,
+                         "output": "not read by the fork; fails while a client is attached"},
+    "namespace_get_pipe_directory": {"argv": V3 + ["namespace", "get", "{name}", "{server}", "pipe_directory"],
+                                     "protocol": 3, "parse": parse_absolute_path, "verified": FORK_MPSCTL,
+                                     "output": "an absolute path, bare or as key: value / key=value (the "
+                                               "fork's parser); an error may come with status 0"},
+    "client_list": {"argv": V3 + ["client", "list", "--format=csv,noheader"], "protocol": 3,
+                    "parse": parse_clients, "verified": FORK_MPSCTL, "output": FORK_CLIENT_LIST},
+    "client_terminate": {"argv": V3 + ["client", "terminate", "{pid}"], "protocol": 3, "parse": parse_nothing,
+                         "verified": FORK_MPSCTL,
+                         "output": "not read; blocks until the client's outstanding work drained"},
 }
 
 
@@ -394,6 +477,14 @@ def start_env(protocol):
 
 
 # ---------------------------------------------------------------- client
+def v3_support(answer):
+    """What `namespace --help` says of MPS v3 (answer: the parsed verbs, or None
+    when the tool refused the words, as one older than r615 does)."""
+    verbs = answer or []
+    missing = [verb for verb in NAMESPACE_VERBS if verb not in verbs]
+    return {"supported": not missing, "verbs": verbs, "missing": missing}
+
+
 class MpsControl:
     """Talks to one control daemon (the one of pipe_directory)."""
 
@@ -430,6 +521,11 @@ class MpsControl:
 
     def check(self, verb_name, result):
         text = result.stdout + result.stderr
+        privileges = INSUFFICIENT_PRIVILEGES_RE.search(text)
+        if privileges:
+            raise MpsError("the MPS daemon refuses %s to uid %s: namespace changes need root or the server's "
+                           "owner (%s)" % (verb_name, privileges.group(1), text.strip()), result,
+                           kind="permission_denied")
         if PERMISSION_DENIED_RE.search(text):
             raise MpsError("permission denied on the MPS pipe directory %s: run as root or give "
                            "this user access to it" % self.pipe_directory, result,
@@ -440,37 +536,51 @@ class MpsControl:
         server = UNKNOWN_SERVER_RE.search(text)
         if server:
             raise MpsError("unknown MPS server %r" % server.group(1), result, kind="unknown_server")
+        if verb_name.startswith("namespace_") and verb_name != "namespace_help":
+            missing = UNKNOWN_NAMESPACE_RE.search(text)
+            if missing:
+                raise MpsError("the MPS daemon has no namespace %r (%s)" % (missing.group(1), text.strip()),
+                               result, kind="unknown_namespace")
+            if result.rc != 0 and NAMESPACE_BUSY_RE.search(text):
+                raise MpsError("%s refused: a client is attached to the namespace (%s). MPS changes or deletes "
+                               "a namespace only when no client uses it." % (verb_name, text.strip()), result,
+                               kind="namespace_busy")
         if INVALID_DEVICE_RE.search(text):
             raise MpsError("the MPS daemon has no GPU with that index (%s): GPU indexes count from 0"
                            % text.strip(), result, kind="unknown_gpu")
         if DAEMON_NOT_V3_RE.search(text):
             raise MpsError("the MPS control daemon for %s does not run MPS v3 (protocol 3): %s"
                            % (self.pipe_directory, text.strip()), result, kind="daemon_not_v3")
-        if result.rc != 0 and verb_name != "help":
+        if result.rc != 0:
             raise MpsError("%s failed (rc=%d): %s" % (verb_name, result.rc, text.strip()), result)
-        out = text if verb_name == "help" else result.stdout
         try:
-            return VERBS[verb_name]["parse"](out)
-        except ValueError as exc:
-            raise MpsError("unexpected output of %s (%s): %r" % (verb_name, exc, result.stdout),
-                           result, kind="unparsable")
+            return VERBS[verb_name]["parse"](result.stdout)
+        except Unparsable as exc:
+            raise MpsError("unexpected output of %s (%s)" % (verb_name, exc), result, kind="unparsable")
 
     # -- the daemon
     def daemon(self):
         return find_daemon(self.pipe_directory)
 
-    def v3_supported(self):
-        return self.call("help")
+    def v3_support(self):
+        """{supported, verbs, missing}: does this tool offer the v3 namespace verbs?"""
+        args, stdin, env = render("namespace_help")
+        if not self.runner.available:
+            raise self.missing()
+        result = self.runner.run(args, stdin=stdin, env=env)
+        return v3_support(parse_namespace_help(result.stdout + result.stderr) if result.rc == 0 else None)
 
     def start_command(self, protocol, multiuser, config_file):
         return self.runner.command(start_args(protocol, multiuser, config_file), env=start_env(protocol))
 
     def start(self, protocol, multiuser, config_file, timeout=DEFAULT_TIMEOUT):
         result = self.runner.run(start_args(protocol, multiuser, config_file), env=start_env(protocol))
-        if result.rc != 0 or ALREADY_RUNNING_TEXT in result.stdout + result.stderr:
-            raise MpsError("starting the MPS control daemon failed (rc=%d): %s"
-                           % (result.rc, (result.stdout + result.stderr).strip()), result,
-                           kind="start_failed")
+        text = (result.stdout + result.stderr).strip()
+        if result.rc != 0 or ALREADY_RUNNING_TEXT in text or INIT_FAILED_TEXT in text:
+            hint = (" (a pipe directory longer than %d characters does that, with no log)"
+                    % MAX_PIPE_DIRECTORY_LENGTH if INIT_FAILED_TEXT in text else "")
+            raise MpsError("starting the MPS control daemon failed (rc=%d): %s%s" % (result.rc, text, hint),
+                           result, kind="start_failed")
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.daemon()["running"] and os.path.exists(
@@ -492,11 +602,24 @@ class MpsControl:
                        "are clients still attached?" % (pid, timeout), kind="stop_failed")
 
     # -- reading state
-    def read_state(self, devices=(), servers=None, clients=True, named_servers=True):
-        """Everything mps_info reports. devices: GPU indexes whose default pinned
-        memory limit to read. Under v3 (named_servers): the server list, and the
-        namespaces of `servers` (None: of every server; names the daemon does not
-        have are left out: callers name them). clients: the client list."""
+    def configured_servers(self, config_file):
+        """The servers of the daemon's configuration file (None when unreadable)."""
+        if not config_file:
+            return None
+        try:
+            with open(config_file) as handle:
+                return config_file_servers(handle.read())
+        except (IOError, OSError, UnicodeDecodeError):
+            return None
+
+    def read_state(self, devices=None, servers=None, clients=True, legacy=None):
+        """Everything mps_info reports.
+        devices: GPU indexes whose default pinned memory limit to read.
+        servers: under v3, whose namespaces to list (None: every server of the
+        daemon's configuration file; one the daemon lacks fails unknown_server).
+        clients: the client list.
+        legacy: send the v2 reads (server PIDs, default percentage, `devices`'
+        limits); None means only to a protocol 2 daemon."""
         daemon = self.daemon()
         state = {
             "pipe_directory": self.pipe_directory,
@@ -516,19 +639,21 @@ class MpsControl:
         }
         if not daemon["running"]:
             return state
-        state["server_pids"] = self.call("get_server_list")
-        state["default_active_thread_percentage"] = self.call("get_default_active_thread_percentage")
-        for device in devices:
-            state["default_pinned_mem_limits"][str(device)] = self.call(
-                "get_default_device_pinned_mem_limit", device=device)
-        if daemon["protocol"] == 3 and named_servers:
-            state["servers"] = self.call("server_list")
-            known = [s["name"] for s in state["servers"]]
-            for server in known if servers is None else [s for s in servers if s in known]:
+        v3 = daemon["protocol"] == 3
+        if (not v3) if legacy is None else legacy:
+            state["server_pids"] = self.call("get_server_list")
+            state["default_active_thread_percentage"] = self.call("get_default_active_thread_percentage")
+            for device in devices or ():
+                state["default_pinned_mem_limits"][str(device)] = self.call(
+                    "get_default_device_pinned_mem_limit", device=device)
+        if v3:
+            configured = self.configured_servers(daemon["config_file"])
+            state["servers"] = sorted(configured or {})
+            for server in state["servers"] if servers is None else servers:
                 state["namespaces"][server] = self.call("namespace_list", server=server)
             if clients:
                 state["clients"] = self.call("client_list")
-        elif clients and daemon["protocol"] != 3:
+        elif clients:
             for pid in state["server_pids"]:
                 state["clients"] += [{"pid": c, "server_pid": pid}
                                      for c in self.call("get_client_list", pid=pid)]

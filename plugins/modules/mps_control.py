@@ -18,11 +18,18 @@ description:
     directories with the owner, group and mode asked for.
   - Sets the default active thread percentage and the default pinned memory limit per
     GPU, and under MPS v3 creates, updates and deletes namespaces of named servers
-    with their active thread percentage.
+    with their active thread percentage, with the verbs the gpu-fractioning fork's mpsd
+    sends to the r615 daemon (C(namespace create NAME --server=S), then C(namespace set
+    NAME --server=S --active-thread-percentage=P); C(namespace delete NAME --server=S)),
+    and reads each namespace's pipe directory back with C(namespace get NAME S pipe_directory).
   - Reads the current state, computes the plan (the commands that change something), then
     runs it and reads the state again; in check mode it returns the plan and changes
     nothing. Legacy commands go to the daemon's standard input, v3 verbs as arguments
-    after C(-p 3), as the guide sends them.
+    after C(-p 3), as the guide sends them; a protocol 3 daemon gets legacy commands only
+    when O(default_active_thread_percentage) or O(default_pinned_mem_limits) ask for them.
+  - MPS refuses to change or delete a namespace while a client is attached: the module
+    reads C(client list) first and refuses such a step with RV(failure=namespace_busy),
+    naming the clients, before it sends anything.
   - Every parameter is checked before anything changes, and check mode refuses the same
     input as a real run; a refusal names the parameter, the rule and an example, with
     RV(failure=bad_input).
@@ -62,7 +69,10 @@ options:
   protocol:
     description:
       - V(3) starts MPS v3 (C(-p 3), driver r615 or newer); V(2) the classic protocol.
-      - Fails with RV(failure=v3_unsupported) when the installed tool has no protocol 3.
+      - Fails with RV(failure=v3_unsupported) when C(nvidia-cuda-mps-control -p 3 namespace --help)
+        does not list create, delete, get, list and set (the guide's prerequisite check).
+      - With V(3), O(pipe_directory) may be at most 83 characters (the daemon's namespace
+        sockets live below it; longer, it fails to start with no log).
     type: int
     choices: [2, 3]
     default: 3
@@ -107,8 +117,9 @@ options:
         required: true
       name:
         description:
-          - The namespace. Letters, digits, C(.), C(_) and C(-), starting with a letter or digit;
-            never a comma (the tool's CSV answers would break).
+          - The namespace. Lower-case letters, digits and C(_) only, the only names the r615
+            daemon accepts (V(team-A) is refused before any call).
+          - Its pipe directory, C(<pipe_directory>/<server>/<name>), may be at most 83 characters.
         type: str
         required: true
       state:
@@ -164,7 +175,7 @@ EXAMPLES = r"""
     multiuser: true
     namespaces:
       - server: shared
-        name: pod-a
+        name: pod_a
         active_thread_percentage: 25
 
 - name: Stop MPS
@@ -188,11 +199,23 @@ commands:
     - cmd: [/usr/bin/nvidia-cuda-mps-control]
       stdin: "set_default_active_thread_percentage 50\n"
       env: {CUDA_MPS_PIPE_DIRECTORY: /tmp/nvidia-mps, CUDA_MPS_LOG_DIRECTORY: /var/log/nvidia-mps}
-    - cmd: [/usr/bin/nvidia-cuda-mps-control, -p, "3", namespace, create, --server=shared, --name=pod-a,
+    - cmd: [/usr/bin/nvidia-cuda-mps-control, -p, "3", namespace, create, pod_a, --server=shared]
+      stdin: null
+      env: {CUDA_MPS_PIPE_DIRECTORY: /tmp/nvidia-mps, CUDA_MPS_LOG_DIRECTORY: /var/log/nvidia-mps,
+            CUDA_MPS_PROTOCOL_VERSION: "3"}
+    - cmd: [/usr/bin/nvidia-cuda-mps-control, -p, "3", namespace, set, pod_a, --server=shared,
             --active-thread-percentage=25]
       stdin: null
       env: {CUDA_MPS_PIPE_DIRECTORY: /tmp/nvidia-mps, CUDA_MPS_LOG_DIRECTORY: /var/log/nvidia-mps,
             CUDA_MPS_PROTOCOL_VERSION: "3"}
+pipe_directories:
+  description:
+    - Server to namespace to its pipe directory, as the daemon answers C(namespace get NAME SERVER
+      pipe_directory), for every namespace of O(namespaces) that exists (after the changes; in check
+      mode, the ones that exist already). A client of the namespace uses it as C(CUDA_MPS_PIPE_DIRECTORY).
+  returned: always
+  type: dict
+  sample: {shared: {pod_a: /run/nvidia-mps/shared/pod_a}}
 directories:
   description: The directory changes made (or, in check mode, that would be made).
   returned: always
@@ -212,13 +235,13 @@ state:
     multiuser: true
     default_active_thread_percentage: 50.0
     default_pinned_mem_limits: {"0": 40960}
-    namespaces: {shared: [{namespace: default, active_thread_percentage: 10}]}
+    namespaces: {shared: [{namespace: default, active_thread_percentage: 10.0, pinned_memory_limit_mib: null}]}
 failure:
   description: >-
     Name of the failure: bad_input (with RV(parameter)), nvidia_cuda_mps_control_missing,
-    nvidia_smi_missing, v3_unsupported, daemon_not_v3, unknown_server, unknown_gpu,
-    mismatch, permission_denied, not_running, directory_failed, start_failed,
-    stop_failed, unparsable, failed; or one of smshare.kai.gpu_info's driver failures
+    nvidia_smi_missing, v3_unsupported, daemon_not_v3, unknown_server, unknown_namespace,
+    namespace_busy, pipe_directory_too_long, unknown_gpu, mismatch, permission_denied,
+    not_running, directory_failed, start_failed, stop_failed, unparsable, failed; or one of smshare.kai.gpu_info's driver failures
     (driver_not_loaded, driver_library_mismatch) from counting the GPUs.
   returned: failure
   type: str
@@ -274,6 +297,8 @@ def check_input(params):
         gid = _account("directory_group", params["directory_group"], lambda n: grp.getgrnam(n).gr_gid, "root")
     pipe = validate.path("pipe_directory", params["pipe_directory"], mpslib.DEFAULT_PIPE_DIRECTORY)
     log = validate.path("log_directory", params["log_directory"], mpslib.DEFAULT_LOG_DIRECTORY)
+    if params["protocol"] == 3 and params["state"] == "present":
+        mpslib.pipe_directory_fits("pipe_directory", pipe, pipe)
     pipe_mode = validate.mode("pipe_directory_mode", params["pipe_directory_mode"], required=False)
     log_mode = validate.mode("log_directory_mode", params["log_directory_mode"], required=False)
     wanted.update(pipe_directory=pipe, log_directory=log)
@@ -314,7 +339,10 @@ def check_input(params):
         server = mpslib.server_name(where + ".server", ns["server"])
         ns_name = mpslib.namespace_name(where + ".name", ns["name"])
         if (server, ns_name) in seen:
-            raise validate.BadInput(where + ".name", ns_name, "is listed twice for server %s" % server, "pod-b")
+            raise validate.BadInput(where + ".name", ns_name, "is listed twice for server %s" % server, "pod_b")
+        if ns["state"] == "present":
+            mpslib.pipe_directory_fits(where + ".name", ns_name,
+                                       mpslib.namespace_pipe_directory(pipe, server, ns_name))
         seen.add((server, ns_name))
         ns_pct = ns["active_thread_percentage"]
         if ns_pct is not None:
@@ -324,7 +352,7 @@ def check_input(params):
                                     "is required to create namespace %s" % ns_name, "50")
         if ns["state"] == "absent" and ns_name == "default":
             raise validate.BadInput(where + ".name", ns_name, "the default namespace cannot be removed "
-                                    "(state: absent)", "pod-a")
+                                    "(state: absent)", "pod_a")
         namespaces.append({"server": server, "name": ns_name, "state": ns["state"],
                            "active_thread_percentage": ns_pct})
     if namespaces and params["protocol"] != 3:
@@ -370,15 +398,37 @@ def count_gpus(module):
 
 
 def read_daemon(mps, wanted, devices):
-    """The daemon's settings this module manages, and its directories."""
-    return (mps.read_state(devices=devices, servers=sorted(set(ns["server"] for ns in wanted["namespaces"])),
-                           clients=False, named_servers=bool(wanted["namespaces"])),
-            dict((d["path"], stat_directory(d["path"])) for d in wanted["directories"]))
+    """The daemon's settings this module manages, and its directories. The
+    legacy v2 reads go to a v3 daemon only when a default setting is asked for;
+    the namespaces of the servers named, and the clients (which keep a namespace
+    from changing), only when namespaces are."""
+    legacy = True if wanted["default_active_thread_percentage"] is not None or devices else None
+    state = mps.read_state(devices=devices, servers=[], clients=False, legacy=legacy)
+    if state["running"] and state["protocol"] == 3 and wanted["namespaces"]:
+        for server in sorted(set(ns["server"] for ns in wanted["namespaces"])):
+            if state["servers"] and server not in state["servers"]:
+                raise MpsError("unknown MPS server %r: the daemon's configuration %s has %s. Nothing was changed."
+                               % (server, state["config_file"], ", ".join(state["servers"])), kind="unknown_server")
+            state["namespaces"][server] = mps.call("namespace_list", server=server)
+        state["clients"] = mps.call("client_list")
+    return state, dict((d["path"], stat_directory(d["path"])) for d in wanted["directories"])
+
+
+def read_pipe_directories(mps, wanted, state):
+    """The pipe directory of every wanted namespace the daemon has (`namespace
+    get`: read, never derived), server -> name -> path."""
+    found = {}
+    for ns in wanted["namespaces"]:
+        rows = state["namespaces"].get(ns["server"]) or []
+        if ns["state"] == "present" and any(row["namespace"] == ns["name"] for row in rows):
+            found.setdefault(ns["server"], {})[ns["name"]] = mps.call(
+                "namespace_get_pipe_directory", server=ns["server"], name=ns["name"])
+    return found
 
 
 def read(module, mps, wanted):
     """The host and the daemon as they are now, as far as the plan needs them."""
-    current = {"installed": mps.available, "v3_supported": None, "gpu_count": None, "config_servers": None,
+    current = {"installed": mps.available, "v3": None, "gpu_count": None, "config_servers": None,
                "euid": os.geteuid(), "groups": sorted(set(os.getgroups() + [os.getegid()]))}
     if wanted["config_file"]:
         try:
@@ -389,7 +439,7 @@ def read(module, mps, wanted):
     devices = list(wanted["default_pinned_mem_limits"])
     if current["installed"] and wanted["state"] == "present":
         if wanted["protocol"] == 3:
-            current["v3_supported"] = mps.v3_supported()
+            current["v3"] = mps.v3_support()
         if devices:
             current["gpu_count"] = count_gpus(module)
             devices = [d for d in devices if int(d) < current["gpu_count"]]
@@ -482,9 +532,11 @@ def refuse_what_cannot_be_done(current, wanted):
     if not current["installed"]:
         raise MpsError("%s is not installed: install the NVIDIA driver's compute utilities (it ships with "
                        "the driver, e.g. nvidia-compute-utils-615)" % mpslib.BINARY, kind=mpslib.MISSING)
-    if wanted["protocol"] == 3 and not current["v3_supported"]:
-        raise MpsError("this nvidia-cuda-mps-control has no protocol 3: MPS v3 needs driver r615 or newer. "
-                       "Upgrade the driver, or use protocol: 2 without namespaces.", kind="v3_unsupported")
+    if wanted["protocol"] == 3 and not current["v3"]["supported"]:
+        raise MpsError("this nvidia-cuda-mps-control has no MPS v3 namespace verbs (`-p 3 namespace --help` "
+                       "lacks %s): MPS v3 needs driver r615 or newer. Upgrade the driver, or use protocol: 2 "
+                       "without namespaces. Nothing was changed." % ", ".join(current["v3"]["missing"]),
+                       kind="v3_unsupported")
     count = current["gpu_count"]
     for device in wanted["default_pinned_mem_limits"]:
         if count is not None and int(device) >= count:
@@ -517,8 +569,21 @@ def default_steps(base, wanted, after):
     return steps
 
 
-def namespace_steps(base, wanted, after):
-    """Create, set or delete the namespaces that differ from `base`; unknown servers are refused."""
+def refuse_if_busy(ns, clients, what):
+    """MPS refuses `namespace set` and `delete` while a client is attached
+    (mpslib.FORK_MPSCTL): say so before sending them."""
+    attached = [c for c in clients if c.get("server") == ns["server"] and c.get("namespace") == ns["name"]]
+    if attached:
+        raise MpsError("namespace %s on server %s has %d client%s attached (%s): MPS cannot %s a namespace "
+                       "while a client uses it. Stop the client first (or `client terminate PID`). Nothing was "
+                       "changed." % (ns["name"], ns["server"], len(attached), "" if len(attached) == 1 else "s",
+                                     ", ".join("%d %s" % (c["pid"], c.get("command") or "") for c in attached),
+                                     what), kind="namespace_busy")
+
+
+def namespace_steps(base, wanted, after, clients=()):
+    """Create (then cap), set or delete the namespaces that differ from `base`;
+    unknown servers and busy namespaces are refused."""
     steps = []
     after["namespaces"] = {}
     for ns in wanted["namespaces"]:
@@ -531,14 +596,18 @@ def namespace_steps(base, wanted, after):
         target = {"server": ns["server"], "name": ns["name"]}
         if ns["state"] == "absent":
             if existing is not None:
+                refuse_if_busy(ns, clients, "delete")
                 steps.append({"do": "verb", "verb": "namespace_delete", "params": target})
                 del spaces[ns["name"]]
             continue
         pct = float(ns["active_thread_percentage"])
         if existing is None:
-            steps.append({"do": "verb", "verb": "namespace_create",
+            # The r615 daemon creates a namespace uncapped, then takes its cap (the fork's order).
+            steps.append({"do": "verb", "verb": "namespace_create", "params": target, "created": True})
+            steps.append({"do": "verb", "verb": "namespace_set",
                           "params": dict(target, percentage=ns["active_thread_percentage"])})
         elif existing != pct:
+            refuse_if_busy(ns, clients, "change")
             steps.append({"do": "verb", "verb": "namespace_set",
                           "params": dict(target, percentage=ns["active_thread_percentage"])})
         spaces[ns["name"]] = pct
@@ -571,15 +640,17 @@ def plan(current, wanted):
         after.update(running=True, protocol=wanted["protocol"], multiuser=wanted["multiuser"],
                      config_file=wanted["config_file"])
     else:
+        named = set(daemon["servers"]) | set(before["namespaces"])
         base = {"default_active_thread_percentage": daemon["default_active_thread_percentage"],
                 "default_pinned_mem_limits": daemon["default_pinned_mem_limits"],
-                "servers": dict((s["name"], before["namespaces"].get(s["name"], {})) for s in daemon["servers"])}
+                "servers": dict((name, before["namespaces"].get(name, {})) for name in named)}
     defaults = default_steps(base, wanted, after)
     warnings = []
     if defaults and daemon["running"] and not restart and daemon["server_pids"]:
         warnings.append("MPS servers already run (%s): default settings apply to servers started from now on"
                         % ", ".join(map(str, daemon["server_pids"])))
-    steps += defaults + namespace_steps(base, wanted, after)
+    clients = [] if restart or not daemon["running"] else daemon["clients"]
+    steps += defaults + namespace_steps(base, wanted, after, clients)
     return {"steps": steps, "before": before, "after": after, "warnings": warnings}
 
 
@@ -617,6 +688,22 @@ def apply(mps, wanted, steps):
             mps.call(step["verb"], **step["params"])
 
 
+def check_pipe_directories(mps, steps, found):
+    """A namespace this run created whose real pipe directory is too long for
+    the daemon's sockets is deleted again, and the run fails naming it."""
+    for step in steps:
+        if not step.get("created"):
+            continue
+        server, name = step["params"]["server"], step["params"]["name"]
+        path = (found.get(server) or {}).get(name)
+        if path is not None and len(path) > mpslib.MAX_PIPE_DIRECTORY_LENGTH:
+            mps.call("namespace_delete", server=server, name=name)
+            raise MpsError("the MPS daemon put namespace %s at %s, %d characters: over the %d its sockets fit in, "
+                           "so it was deleted again. Shorten the name or the pipe directory."
+                           % (name, path, len(path), mpslib.MAX_PIPE_DIRECTORY_LENGTH),
+                           kind="pipe_directory_too_long")
+
+
 def directory_record(step):
     return {"path": step["path"], "create": step["create"],
             "mode": None if step["mode"] is None else "%04o" % step["mode"], "uid": step["uid"], "gid": step["gid"]}
@@ -646,7 +733,7 @@ def main():
         timeout=dict(type="int", default=mpslib.DEFAULT_TIMEOUT),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    result = {"changed": False, "commands": [], "directories": []}
+    result = {"changed": False, "commands": [], "directories": [], "pipe_directories": {}}
     try:
         wanted = check_input(module.params)
         mps = mpslib.MpsControl(module, wanted["pipe_directory"], wanted["log_directory"])
@@ -661,6 +748,9 @@ def main():
             apply(mps, wanted, steps)
             state, directories = read_daemon(mps, wanted, list(wanted["default_pinned_mem_limits"]))
             after = settings(state, directories, wanted)
+        result["pipe_directories"] = read_pipe_directories(mps, wanted, state) if state["running"] else {}
+        if steps and not module.check_mode:
+            check_pipe_directories(mps, steps, result["pipe_directories"])
     except ToolError as exc:
         module.fail_json(msg=exc.msg, **dict(result, **exc.details()))
     except (IOError, OSError) as exc:  # the host refused a read (a directory we may not search)

@@ -1,5 +1,6 @@
 # Apache-2.0
 import os
+import re
 
 import pytest
 import yaml
@@ -51,29 +52,43 @@ def test_memory_size_accepts_yaml_zero():
     assert mps.memory_size("x", 0) is None and mps.memory_size("x", "40G") == 40960
 
 
+# Names as the r615 daemon takes them (the fork's mpsctl/control_test.go
+# TestValidNamespaceName and TestNamespaceCommandsRejectInvalidNames list these shapes).
 @pytest.mark.parametrize("check, value, words", [
-    (mps.namespace_name, "pod,a", "must not contain ','"),
-    (mps.namespace_name, "pod-a\n", "control characters"),
-    (mps.namespace_name, "pod a", "letters, digits"),
+    (mps.namespace_name, "team-A", "lower-case letters, digits and '_' only"),
+    (mps.namespace_name, "KAI_ABC", "lower-case letters"),
+    (mps.namespace_name, "kai-abc", "lower-case letters"),
+    (mps.namespace_name, "kai.abc", "lower-case letters"),
+    (mps.namespace_name, "kai abc", "lower-case letters"),
+    (mps.namespace_name, "kai/abc", "lower-case letters"),
+    (mps.namespace_name, "k\u00e4i", "lower-case letters"),
+    (mps.namespace_name, "pod_a\n", "control characters"),
     (mps.namespace_name, "-pod", "start with '-'"),
-    (mps.namespace_name, "..", "letters, digits"),
-    (mps.namespace_name, "a/b", "letters, digits"),
     (mps.namespace_name, "", "must be set"),
-    (mps.namespace_name, "a" * 254, "at most 253"),
+    (mps.namespace_name, "a" * 84, "at most 83"),
     (mps.server_name, "sha.red", "letters, digits, '_' and '-'"),
     (mps.server_name, "shared\x1b[0m", "control characters"),
-    (mps.server_name, "a,b", "must not contain ','"),
+    (mps.server_name, "a,b", "letters, digits, '_' and '-'"),
 ])
-def test_names_that_would_break_the_tool_are_refused(check, value, words):
+def test_names_the_daemon_would_refuse_are_refused_first(check, value, words):
     with pytest.raises(BadInput) as caught:
         check("namespaces[0].name", value)
     assert words in caught.value.msg, caught.value.msg
-    assert caught.value.details() == {"failure": "bad_input", "parameter": "namespaces[0].name"}
 
 
-def test_names_that_are_fine():
-    assert mps.namespace_name("n", "fraction-smoke-a.0_1") == "fraction-smoke-a.0_1"
-    assert mps.server_name("s", "shared") == "shared"
+@pytest.mark.parametrize("value", ["a", "0", "_", "kai_abc_0011", "default", "shared",
+                                   "kai_0f6b1f3e1111aaaa_3b0f5103c3bc1162b16d"])
+def test_names_the_daemon_takes(value):
+    assert mps.namespace_name("n", value) == value
+
+
+def test_pipe_directory_length_is_checked_before_any_call():
+    ok = "/run/nvidia-mps/shared/" + "a" * (83 - 23)   # exactly 83 characters
+    assert mps.pipe_directory_fits("n", "a", ok) == ok
+    with pytest.raises(BadInput) as caught:
+        mps.pipe_directory_fits("namespaces[0].name", "a", ok + "a")
+    assert "84 characters long, over the 83" in caught.value.msg
+    assert mps.namespace_pipe_directory("/run/nvidia-mps/", "shared", "kai_a_1") == "/run/nvidia-mps/shared/kai_a_1"
 
 
 @pytest.mark.parametrize("check, value, words", [
@@ -90,7 +105,8 @@ def test_numbers_out_of_range(check, value, words):
 
 
 # ---------------------------------------------------------------- parsers
-@pytest.mark.parametrize("out, value", [("100.0\n", 100.0), ("50\n", 50.0), ("12.5\n", 12.5)])
+@pytest.mark.parametrize("out, value", [("100.0\n", 100.0), ("50\n", 50.0), ("12.5\n", 12.5),
+                                        ("50.0\nmps-control>\n", 50.0)])
 def test_percentage(out, value):
     assert mps.parse_percentage(out) == value
 
@@ -117,65 +133,154 @@ def test_pid_list():
         mps.parse_pid_list("Cannot find MPS control daemon process\n")
 
 
-def test_setters_accept_nothing_or_an_echo_only():
+def test_setters_accept_nothing_an_echo_or_a_prompt_only():
     assert mps.parse_nothing("") is None
     assert mps.parse_nothing("50.0\n") is None
+    assert mps.parse_nothing("mps-control>\n") is None
     with pytest.raises(ValueError):
         mps.parse_nothing("Invalid active thread percentage: 500\n")
 
 
-NAMESPACES = [
-    {"namespace": "default", "active_thread_percentage": 10, "pinned_memory_limit_mib": None, "client_priority": 0},
-    {"namespace": "pod-a", "active_thread_percentage": 50, "pinned_memory_limit_mib": 40960, "client_priority": 1},
+# `namespace list --server=S`: the guide's check 3 gives the values (two kai_*
+# at 50.00, default at 10.00, `unlimited` in the pinned-memory column); the
+# layout around them is not published, so headers, prompts and extra columns
+# of any shape are read, and a line that is none of them fails, named.
+GUIDE_ROWS = [
+    {"namespace": "default", "active_thread_percentage": 10.0, "pinned_memory_limit_mib": None},
+    {"namespace": "kai_0f6b1f3e1111aaaa_3b0f5103c3bc1162b16d", "active_thread_percentage": 50.0,
+     "pinned_memory_limit_mib": None},
+    {"namespace": "kai_7c2d9e4f2222bbbb_0e1f2a3b4c5d6e7f8091", "active_thread_percentage": 50.0,
+     "pinned_memory_limit_mib": None},
 ]
 
 
-def test_namespace_csv():
-    out = ("namespace, active_thread_percentage, pinned_memory_limit, client_priority\n"
-           "default, 10, 0, 0\npod-a, 50, 40G, 1\n")
-    assert mps.parse_namespaces(out) == NAMESPACES
-    with pytest.raises(ValueError):
-        mps.parse_namespaces("NAMESPACE  ACTIVE_THREAD_PERCENTAGE\ndefault  10\n")
-    with pytest.raises(ValueError):  # why a comma in a namespace name is refused
-        mps.parse_namespaces(out + "pod,b, 50, 0, 0\n")
+@pytest.mark.parametrize("out", [
+    # the stand-in's table
+    "NAMESPACE                                  ACTIVE_THREAD_PERCENTAGE  PINNED_DEVICE_MEM_LIMIT\n"
+    "default                                    10.00                     unlimited\n"
+    "kai_0f6b1f3e1111aaaa_3b0f5103c3bc1162b16d  50.00                     unlimited\n"
+    "kai_7c2d9e4f2222bbbb_0e1f2a3b4c5d6e7f8091  50.00                     unlimited\n",
+    # other headers, a trailing column, percent signs, a prompt, commas
+    "Namespace   Active thread %   Pinned memory   Clients\n"
+    "default     10.00%            unlimited       0\n"
+    "kai_0f6b1f3e1111aaaa_3b0f5103c3bc1162b16d  50.00%  unlimited  1\n"
+    "kai_7c2d9e4f2222bbbb_0e1f2a3b4c5d6e7f8091  50.00%  unlimited  0\nmps-control>\n",
+    "Namespaces on server 'shared':\n"
+    "default,10.00,unlimited\n"
+    "kai_0f6b1f3e1111aaaa_3b0f5103c3bc1162b16d,50.00,unlimited\n"
+    "kai_7c2d9e4f2222bbbb_0e1f2a3b4c5d6e7f8091,50.00,unlimited\n",
+])
+def test_namespace_table_reads_the_guides_values_in_any_layout(out):
+    assert mps.parse_namespace_table(out) == GUIDE_ROWS
 
 
-def test_the_guides_namespace_table():
-    out = ("NAMESPACE  ACTIVE_THREAD_PERCENTAGE  PINNED_MEMORY_LIMIT  CLIENT_PRIORITY\n"
-           "default    10                        0                    0\n"
-           "pod-a      50                        40960M               1\n")
-    assert mps.parse_namespace_table(out) == NAMESPACES
-    for bad in ("", "namespace, active_thread_percentage\n", out + "pod-b 50\n",
-                out.replace("40960M", "forty")):
-        with pytest.raises(ValueError):
-            mps.parse_namespace_table(bad)
+def test_namespace_table_pinned_limits_and_an_empty_list():
+    assert mps.parse_namespace_table("") == []
+    rows = mps.parse_namespace_table("default 10.00 40960M\npod_a 25 40G\nkai_b 30 0\n")
+    assert [r["pinned_memory_limit_mib"] for r in rows] == [40960, 40960, None]
+
+
+@pytest.mark.parametrize("out, line", [
+    ("NAME  PCT\nKAI_ABC  50.00  unlimited\n", "KAI_ABC  50.00  unlimited"),
+    ("default 10.00 unlimited\nkai_a\n", "kai_a"),
+    ("default 10.00 unlimited\nkai-a 50.00 unlimited\n", "kai-a 50.00 unlimited"),
+    ("default 10.00 unlimited\npod_a ten unlimited\n", "pod_a ten unlimited"),
+    ("default 10.00 forty\n", "default 10.00 forty"),
+    ("default 150.00 unlimited\n", "default 150.00 unlimited"),
+    ("default 10.00\ndefault 10.00\n", "default 10.00"),
+])
+def test_namespace_table_fails_naming_the_line(out, line):
+    with pytest.raises(mps.Unparsable) as caught:
+        mps.parse_namespace_table(out)
+    assert caught.value.line == line and repr(line) in str(caught.value)
+
+
+# `namespace get NAME SERVER pipe_directory`: the fork's parser takes the path
+# bare, as key: value, key=value, quoted or as a CSV cell (TestParseAbsolutePath).
+@pytest.mark.parametrize("out", [
+    "/run/nvidia-mps/shared/kai_a_1\n", "pipe_directory: /run/nvidia-mps/shared/kai_a_1\n",
+    "pipe_directory=/run/nvidia-mps/shared/kai_a_1", '"/run/nvidia-mps/shared/kai_a_1"',
+    "kai_a_1,shared,/run/nvidia-mps/shared/kai_a_1", "/run/nvidia-mps/shared/kai_a_1/",
+    "Querying namespace kai_a_1\n/run/nvidia-mps/shared/kai_a_1\nmps-control>",
+])
+def test_absolute_path_in_any_of_its_shapes(out):
+    assert mps.parse_absolute_path(out) == "/run/nvidia-mps/shared/kai_a_1"
+
+
+@pytest.mark.parametrize("out", ["Error: namespace 'kai_a_1' does not exist\n", "shared/kai_a_1\n", ""])
+def test_no_absolute_path_is_a_failure(out):
+    with pytest.raises(mps.Unparsable):
+        mps.parse_absolute_path(out)
+
+
+# `client list --format=csv,noheader` as the fork recorded it on driver 615.
+def test_client_list_csv():
+    out = ("3167082,srv,GPU-cc97390c-c189-71f5-1bb7-5b0af481fa0d,srv/default (0),VLLM::EngineCore\n"
+           "3165259,shared,GPU-cc97390c-c189-71f5-1bb7-5b0af481fa0d,shared/kai_a_1 (2),python3 -m x, y\n")
+    assert mps.parse_clients(out) == [
+        {"pid": 3167082, "server": "srv", "device": "GPU-cc97390c-c189-71f5-1bb7-5b0af481fa0d",
+         "namespace": "default", "command": "VLLM::EngineCore"},
+        {"pid": 3165259, "server": "shared", "device": "GPU-cc97390c-c189-71f5-1bb7-5b0af481fa0d",
+         "namespace": "kai_a_1", "command": "python3 -m x, y"}]
+    assert mps.parse_clients("") == [] and mps.parse_clients("1234\nmps-control>\n")[0]["pid"] == 1234
+
+
+@pytest.mark.parametrize("out", [
+    "316...  srv  GPU-cc97390c-c189-71f5-1bb7-5b0af481fa0d  srv/default (0)  VLLM::EngineCore\n",  # the table
+    "PID,SERVER,DEVICE,MAWS NS,CMD\n", "0,srv,GPU-1,srv/default (0),x\n", "4194305,srv,GPU-1,srv/default (0),x\n",
+])
+def test_client_list_refuses_what_is_not_a_pid(out):
+    with pytest.raises(mps.Unparsable):
+        mps.parse_clients(out)
+
+
+@pytest.mark.parametrize("out, missing", [
+    ("Usage: namespace <verb>\n  create  Create a namespace\n  delete  ...\n  get\n  list\n  set\n", []),
+    ("namespace verbs: create | delete | list | set\n", ["get"]),
+    ("Unknown option: -p\n", list(mps.NAMESPACE_VERBS)),
+])
+def test_namespace_help_lists_the_guides_five_verbs(out, missing):
+    assert mps.v3_support(mps.parse_namespace_help(out))["missing"] == missing
+    assert mps.v3_support(None) == {"supported": False, "verbs": [], "missing": list(mps.NAMESPACE_VERBS)}
 
 
 # ---------------------------------------------------------------- the verb table
 PARAMS = {"pid": 1, "percentage": 50, "device": 0, "limit": "40960M", "server": "s", "name": "n"}
+CITATION = r"[\w.-]+/[\w.-]+ \S+ @ [0-9a-f]{40}"
 
 
 @pytest.mark.parametrize("name", sorted(mps.VERBS))
-def test_every_verb_renders_and_v3_verbs_name_protocol_3(name):
+def test_every_verb_renders_and_says_where_it_comes_from(name):
     verb = mps.VERBS[name]
     args, stdin, env = mps.render(name, **PARAMS)
     assert args or stdin
     assert stdin is None or (stdin.endswith("\n") and stdin.count("\n") == 1)
-    assert callable(verb["parse"]) and isinstance(verb["verified"], bool)
+    assert callable(verb["parse"]) and verb["output"]
+    assert verb["verified"] is None or re.match(CITATION, verb["verified"]), verb["verified"]
     if verb.get("protocol") == 3:
         assert args[:2] == ["-p", "3"] and stdin is None and env == {"CUDA_MPS_PROTOCOL_VERSION": "3"}
     else:
         assert verb.get("protocol") is None and "-p" not in args and env == {}
 
 
-def test_the_guides_query_word_for_word():
-    args, stdin, _env = mps.render("namespace_list_table", server="shared")
-    assert ["nvidia-cuda-mps-control"] + args == \
-        "nvidia-cuda-mps-control -p 3 namespace list --server=shared".split() and stdin is None
-    assert mps.render("namespace_list", server="shared")[0] == \
-        ["-p", "3", "namespace", "list", "--server=shared", "--format=csv"]
-    assert mps.VERBS["namespace_list"]["verified"] is False  # until recorded on an r615 node
-    assert mps.VERBS["get_server_list"]["verified"] is True
+@pytest.mark.parametrize("name, params, argv", [
+    # the fork's mpsctl/control_test.go TestNamespaceCommandArgs shapes
+    ("namespace_create", {"name": "kai_abc_0011", "server": "shared"},
+     "-p 3 namespace create kai_abc_0011 --server=shared"),
+    ("namespace_set", {"name": "kai_abc_0011", "server": "shared", "percentage": 25},
+     "-p 3 namespace set kai_abc_0011 --server=shared --active-thread-percentage=25"),
+    ("namespace_delete", {"name": "kai_abc_0011", "server": "shared"},
+     "-p 3 namespace delete kai_abc_0011 --server=shared"),
+    ("namespace_get_pipe_directory", {"name": "kai_abc_0011", "server": "shared"},
+     "-p 3 namespace get kai_abc_0011 shared pipe_directory"),
+    ("namespace_list", {"server": "shared"}, "-p 3 namespace list --server=shared"),   # also the guide's query
+    ("client_list", {}, "-p 3 client list --format=csv,noheader"),
+    ("client_terminate", {"pid": 4242}, "-p 3 client terminate 4242"),
+    ("namespace_help", {}, "-p 3 namespace --help"),
+])
+def test_v3_verbs_as_the_fork_sends_them(name, params, argv):
+    assert mps.render(name, **params)[0] == argv.split()
+    assert not any(a.startswith("--name") for a in mps.render(name, **params)[0])
 
 
 @pytest.mark.parametrize("name, params", [
@@ -198,13 +303,18 @@ class Recorder:
     ("get_server_list", 1, "Cannot find MPS control daemon process\n", "", "not_running"),
     ("get_server_list", 1, "Cannot find MPS control daemon process\n",
      "Cannot connect to /run/nvidia-mps/control: Permission denied\n", "permission_denied"),
+    ("namespace_set", 1, "", "Insufficient privileges for UID 60000. 'NAMESPACE SET' requires server owner.\n",
+     "permission_denied"),
     ("namespace_list", 1, "", "Error: server 'nosuch' not found\n", "unknown_server"),
     ("get_default_device_pinned_mem_limit", 0, "Invalid device: 7\n", "", "unknown_gpu"),
     ("namespace_list", 1, "", "Error: 'namespace list' requires protocol 3; the daemon runs protocol 2\n",
      "daemon_not_v3"),
-    ("namespace_create", 1, "", "Error: namespace 'pod-a' already exists\n", "failed"),
+    ("namespace_create", 1, "", "Error: namespace 'pod_a' already exists on server 'shared'\n", "failed"),
+    ("namespace_get_pipe_directory", 0, "Error: namespace 'kai_a_1' does not exist\n", "", "unknown_namespace"),
+    ("namespace_set", 1, "", "Error: namespace 'kai_a' on server 'shared' has 1 attached client(s)\n",
+     "namespace_busy"),
     ("get_default_active_thread_percentage", 0, "Unrecognized command: x\n", "", "unparsable"),
-    ("server_list", 0, "NAME  PID\nshared  42\n", "", "unparsable"),
+    ("namespace_list", 0, "default 10.00 unlimited\nKAI_X 50 unlimited\n", "", "unparsable"),
 ])
 def test_answers_become_named_failures(verb, rc, out, err, failure):
     control = mps.MpsControl(Recorder(), "/run/nvidia-mps")
@@ -212,6 +322,8 @@ def test_answers_become_named_failures(verb, rc, out, err, failure):
         control.check(verb, CommandResult(["/usr/bin/nvidia-cuda-mps-control"], None, {}, rc, out, err))
     assert caught.value.kind == failure
     assert caught.value.details()["rc"] == rc
+    if failure == "unparsable":
+        assert "line" not in caught.value.msg or "'" in caught.value.msg
 
 
 # ---------------------------------------------------------------- the daemon
@@ -284,13 +396,3 @@ enabled = true
     assert spaces["pod-a"]["active_thread_percentage"] == 80.0
     assert spaces["pod-b.0"]["active_thread_percentage"] == 25.0
     assert servers["training"]["namespaces"] == {"default": {"active_thread_percentage": 100.0}}
-
-
-@pytest.mark.parametrize("out, v3", [
-    ("Usage ...\n  -p, --protocol <2|3>    Protocol 2 (legacy, default) or 3.\n", True),
-    ("CUDA MPS Control for Linux/Unix.\nUsage: nvidia-cuda-mps-control [-d | -f]\n", False),
-    ("", False),
-    ("Cannot find MPS control daemon process\n", False),
-])
-def test_help_tells_whether_v3_exists(out, v3):
-    assert mps.parse_help(out) is v3

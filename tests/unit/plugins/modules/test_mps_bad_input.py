@@ -11,7 +11,7 @@ from ansible_collections.smshare.kai.plugins.modules import mps_control, mps_inf
 
 from smshare_gpu_harness import run_case
 
-NS = {"server": "shared", "name": "pod-a", "active_thread_percentage": 50}
+NS = {"server": "shared", "name": "pod_a", "active_thread_percentage": 50}
 
 
 def ns(**changes):
@@ -21,7 +21,7 @@ def ns(**changes):
 # (id, args, parameter, words in the message)
 CONTROL = [
     # control characters and line breaks: anything that reaches argv, stdin or a path
-    ("ns_name_newline", ns(name="pod-a\nquit"), "namespaces[0].name", "control characters"),
+    ("ns_name_newline", ns(name="pod_a\nquit"), "namespaces[0].name", "control characters"),
     ("ns_name_nul", ns(name="pod\x00a"), "namespaces[0].name", "control characters"),
     ("ns_name_escape", ns(name="pod\x1b[31m"), "namespaces[0].name", "control characters"),
     ("server_newline", ns(server="shared\n"), "namespaces[0].server", "control characters"),
@@ -39,13 +39,19 @@ CONTROL = [
     ("ns_name_dash", ns(name="-rf"), "namespaces[0].name", "start with '-'"),
     ("server_dash", ns(server="--help"), "namespaces[0].server", "start with '-'"),
     ("owner_dash", {"directory_owner": "-1"}, "directory_owner", "start with '-'"),
-    # names that break the tool's own output or its pipe directory
-    ("ns_name_comma", ns(name="pod,a"), "namespaces[0].name", "must not contain ','"),
-    ("server_comma", ns(server="a,b"), "namespaces[0].server", "must not contain ','"),
-    ("ns_name_blank", ns(name="pod a"), "namespaces[0].name", "letters, digits"),
-    ("ns_name_dotdot", ns(name=".."), "namespaces[0].name", "letters, digits"),
-    ("ns_name_slash", ns(name="a/b"), "namespaces[0].name", "letters, digits"),
-    ("ns_name_long", ns(name="a" * 254), "namespaces[0].name", "at most 253"),
+    # names the r615 daemon refuses, or that break its pipe directory
+    ("ns_name_team_A", ns(name="team-A"), "namespaces[0].name", "lower-case letters, digits and '_' only"),
+    ("ns_name_capitals", ns(name="PodA"), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_hyphen", ns(name="pod-a"), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_dot", ns(name="pod.a"), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_comma", ns(name="pod,a"), "namespaces[0].name", "lower-case letters"),
+    ("server_comma", ns(server="a,b"), "namespaces[0].server", "letters, digits, '_' and '-'"),
+    ("ns_name_blank", ns(name="pod a"), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_dotdot", ns(name=".."), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_slash", ns(name="a/b"), "namespaces[0].name", "lower-case letters"),
+    ("ns_name_long", ns(name="a" * 84), "namespaces[0].name", "at most 83"),
+    ("ns_pipe_dir_too_long", ns(name="a" * 60), "namespaces[0].name", "over the 83 the daemon can hold"),
+    ("pipe_dir_too_long", {"pipe_directory": "/run/" + "p" * 80}, "pipe_directory", "over the 83"),
     ("ns_name_empty", ns(name=""), "namespaces[0].name", "must be set"),
     ("server_dot", ns(server="sha.red"), "namespaces[0].server", "letters, digits"),
     # paths: empty, relative, '.', '..', '//'
@@ -127,7 +133,7 @@ INFO = [
     ("device_negative", {"devices": [0, -1]}, "devices[1]", "between 0 and 1023"),
     ("device_huge", {"devices": [5000]}, "devices[0]", "between 0 and 1023"),
     ("servers_empty", {"servers": []}, "servers", "at least 1 item"),
-    ("server_comma", {"servers": ["a,b"]}, "servers[0]", "must not contain ','"),
+    ("server_comma", {"servers": ["a,b"]}, "servers[0]", "letters, digits, '_' and '-'"),
     ("server_dash", {"servers": ["-x"]}, "servers[0]", "start with '-'"),
     ("server_newline", {"servers": ["shared\n"]}, "servers[0]", "control characters"),
 ]

@@ -5,6 +5,8 @@ from ansible_collections.smshare.kai.plugins.modules import mps_control
 
 from smshare_gpu_harness import load_cases, run_case
 
+HELP_V3 = {"args": ["-p", "3", "namespace", "--help"], "stdout": "create\ndelete\nget\nlist\nset\n"}
+
 
 @pytest.mark.parametrize("case", load_cases("mps_control_cases.yaml"))
 def test_mps_control(case, monkeypatch, tmp_path):
@@ -18,7 +20,7 @@ def test_a_refused_read_is_a_named_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(mps_control, "stat_directory", denied)
     run_case(monkeypatch, mps_control.main, {
         "args": {"pipe_directory": "{tmp}/pipe", "log_directory": "{tmp}/log"},
-        "calls": [{"args": ["-h"], "stdout": "  -p, --protocol <2|3>\n"}],
+        "calls": [HELP_V3],
         "expected": {"failed": True, "failure": "failed", "commands": []},
         "msg_contains": ["Permission denied"]}, tmp_path)
 
@@ -30,7 +32,7 @@ def test_a_directory_the_host_refuses_is_a_named_failure(monkeypatch, tmp_path):
     run_case(monkeypatch, mps_control.main, {
         "args": {"pipe_directory": "{tmp}/pipe", "log_directory": "{tmp}/log", "directory_owner": "0"},
         "check_mode": False,
-        "calls": [{"args": ["-h"], "stdout": "  -p, --protocol <2|3>\n"}],
+        "calls": [HELP_V3],
         "expected": {"failed": True, "failure": "directory_failed", "commands": [{"cmd": [
             "/usr/bin/nvidia-cuda-mps-control", "-d", "-p", "3"]}]},
         "msg_contains": ["could not prepare", "Operation not permitted"]}, tmp_path)

@@ -18,7 +18,7 @@ HERE = {"exists": True, "is_dir": True, "mode": 0o755, "uid": 0, "gid": 0, "ance
         "ancestor_is_dir": None, "ancestor_writable": None}
 MISSING = {"exists": False, "is_dir": False, "mode": None, "uid": None, "gid": None, "ancestor": "/run",
            "ancestor_is_dir": True, "ancestor_writable": True}
-SHARED = {"name": "shared", "pid": 4242, "uid": 0, "active_thread_percentage": 100, "status": "ACTIVE"}
+SHARED = "shared"   # a server of the daemon's configuration file
 
 
 def wanted(**params):
@@ -30,21 +30,22 @@ def ns(name, pct, server="shared", state="present"):
 
 
 def daemon(running=True, protocol=3, multiuser=True, config_file=None, pct=100.0, limits=None,
-           servers=(SHARED,), namespaces=None, server_pids=(4242,)):
+           servers=(SHARED,), namespaces=None, server_pids=(4242,), clients=()):
     state = dict(mps.NOT_RUNNING, running=running, server_pids=list(server_pids) if running else [],
                  servers=list(servers) if running else [], default_active_thread_percentage=pct if running else None,
-                 default_pinned_mem_limits=dict(limits or {}), namespaces={}, clients=[])
+                 default_pinned_mem_limits=dict(limits or {}), namespaces={}, clients=list(clients))
     if running:
         state.update(pid=999, protocol=protocol, multiuser=multiuser, config_file=config_file)
         for server, spaces in (namespaces or {}).items():
             state["namespaces"][server] = [{"namespace": n, "active_thread_percentage": p,
-                                            "pinned_memory_limit_mib": None, "client_priority": 0}
+                                            "pinned_memory_limit_mib": None}
                                            for n, p in spaces.items()]
     return state
 
 
 def current(the_daemon=None, installed=True, v3=True, gpu_count=None, dirs=None, config_servers=None, euid=0):
-    return {"installed": installed, "v3_supported": v3, "gpu_count": gpu_count, "euid": euid, "groups": [0],
+    return {"installed": installed, "v3": mps.v3_support(list(mps.NAMESPACE_VERBS) if v3 else ["list"]),
+            "gpu_count": gpu_count, "euid": euid, "groups": [0],
             "config_servers": config_servers, "daemon": the_daemon or daemon(running=False),
             "directories": dirs or {PIPE: dict(HERE), LOG: dict(HERE)}}
 
@@ -81,33 +82,51 @@ def test_fresh_node_creates_directories_starts_and_sets():
 
 
 def test_converged_daemon_has_an_empty_plan():
-    state = current(daemon(pct=50.0, limits={"0": 40960}, namespaces={"shared": {"default": 10, "pod-a": 50}}),
+    state = current(daemon(pct=50.0, limits={"0": 40960}, namespaces={"shared": {"default": 10, "pod_a": 50}}),
                     gpu_count=1)
     planned = mps_control.plan(state, wanted(default_active_thread_percentage=50, default_pinned_mem_limits={"0": "40G"},
-                                             namespaces=[ns("pod-a", 50)]))
+                                             namespaces=[ns("pod_a", 50)]))
     assert planned["steps"] == [] and planned["before"] == planned["after"]
 
 
 def test_namespaces_create_set_delete_only_what_differs():
-    state = current(daemon(namespaces={"shared": {"default": 10, "pod-b": 30, "old": 20}}))
-    planned = mps_control.plan(state, wanted(namespaces=[ns("pod-a", 50), ns("pod-b", 25), ns("old", None, state="absent"),
+    state = current(daemon(namespaces={"shared": {"default": 10, "pod_b": 30, "old": 20}}))
+    planned = mps_control.plan(state, wanted(namespaces=[ns("pod_a", 50), ns("pod_b", 25), ns("old", None, state="absent"),
                                                          ns("gone", None, state="absent")]))
+    # a new namespace: created (no cap on the r615 create), then capped, as the fork's mpsd does
     assert verbs(planned) == [
-        ("verb", "namespace_create", {"server": "shared", "name": "pod-a", "percentage": 50}),
-        ("verb", "namespace_set", {"server": "shared", "name": "pod-b", "percentage": 25}),
+        ("verb", "namespace_create", {"server": "shared", "name": "pod_a"}),
+        ("verb", "namespace_set", {"server": "shared", "name": "pod_a", "percentage": 50}),
+        ("verb", "namespace_set", {"server": "shared", "name": "pod_b", "percentage": 25}),
         ("verb", "namespace_delete", {"server": "shared", "name": "old"})]
-    assert planned["after"]["namespaces"] == {"shared": {"default": 10.0, "pod-a": 50.0, "pod-b": 25.0}}
+    assert planned["after"]["namespaces"] == {"shared": {"default": 10.0, "pod_a": 50.0, "pod_b": 25.0}}
+
+
+CLIENT = {"pid": 3167082, "server": "shared", "device": "GPU-1", "namespace": "pod_b", "command": "deviceQuery"}
+
+
+@pytest.mark.parametrize("change, what", [(ns("pod_b", 25), "change"), (ns("pod_b", None, state="absent"), "delete")])
+def test_a_namespace_with_a_client_attached_is_not_touched(change, what):
+    state = current(daemon(namespaces={"shared": {"default": 10, "pod_b": 30}}, clients=[CLIENT]))
+    exc = refused(state, wanted(namespaces=[change]))
+    assert exc.kind == "namespace_busy" and "3167082 deviceQuery" in exc.msg and "cannot %s" % what in exc.msg
+    # a client of another namespace is no obstacle; an unchanged namespace needs no check
+    other = dict(CLIENT, namespace="default")
+    assert verbs(mps_control.plan(current(daemon(namespaces={"shared": {"default": 10, "pod_b": 30}},
+                                                 clients=[other])), wanted(namespaces=[change])))
+    assert mps_control.plan(state, wanted(namespaces=[ns("pod_b", 30)]))["steps"] == []
 
 
 def test_a_fresh_start_knows_the_configured_namespaces():
     config = mps.config_file_servers('[servers.shared]\n[servers.shared.namespaces.default]\n'
-                                     'active_thread_percentage = "10"\n[servers.shared.namespaces.pod-a]\n'
+                                     'active_thread_percentage = "10"\n[servers.shared.namespaces.pod_a]\n'
                                      'active_thread_percentage = "50"\n')
     state = current(config_servers=config)
-    planned = mps_control.plan(state, wanted(config_file=__file__, namespaces=[ns("pod-a", 50), ns("pod-b", 25)]))
+    planned = mps_control.plan(state, wanted(config_file=__file__, namespaces=[ns("pod_a", 50), ns("pod_b", 25)]))
     assert verbs(planned) == [("start", None, None),
-                              ("verb", "namespace_create", {"server": "shared", "name": "pod-b", "percentage": 25})]
-    assert planned["after"]["namespaces"] == {"shared": {"default": 10.0, "pod-a": 50.0, "pod-b": 25.0}}
+                              ("verb", "namespace_create", {"server": "shared", "name": "pod_b"}),
+                              ("verb", "namespace_set", {"server": "shared", "name": "pod_b", "percentage": 25})]
+    assert planned["after"]["namespaces"] == {"shared": {"default": 10.0, "pod_a": 50.0, "pod_b": 25.0}}
 
 
 def test_defaults_on_running_servers_warn():
@@ -154,7 +173,7 @@ def test_stop():
 # ---------------------------------------------------------------- refusals
 @pytest.mark.parametrize("state, params, failure, words", [
     (current(installed=False), {}, mps.MISSING, "not installed"),
-    (current(v3=False), {}, "v3_unsupported", "r615"),
+    (current(v3=False), {}, "v3_unsupported", "lacks create, delete, get, set"),
     (current(gpu_count=1), {"default_pinned_mem_limits": {"1": "40G"}}, "unknown_gpu", "has 1 GPU (indexes 0 to 0)"),
     (current(daemon(protocol=2)), {}, "mismatch", "protocol 2 (wanted 3)"),
     (current(daemon(config_file="/etc/a.toml")), {}, "mismatch", "config_file /etc/a.toml (wanted None)"),

@@ -20,6 +20,6 @@ def test_a_refused_read_is_a_named_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(mps.MpsControl, "read_state", denied)
     run_case(monkeypatch, mps_info.main, {
         "args": {"pipe_directory": "{tmp}/pipe"},
-        "calls": [{"args": ["-h"], "stdout": "  -p, --protocol <2|3>\n"}],
+        "calls": [{"args": ["-p", "3", "namespace", "--help"], "stdout": "create delete get list set\n"}],
         "expected": {"failed": True, "failure": "failed", "installed": True},
         "msg_contains": ["Permission denied"]}, tmp_path)
