@@ -11,7 +11,9 @@ Every finding names the object, the field (a path such as
 spec.template.metadata.annotations[gpu-fraction]), the rule and what to do.
 Rules and their sources: the KAI docs (gpu-sharing, batch, queues) and KAI's
 own admission checks (gpu_request_validator.go) as read for the seed
-documents; see RULES for the list.
+documents, and for fraction-runs-as-root the published guide ("Build the
+KAI-Scheduler and GPU Fractioning Forks", the smoke test's warning) and the
+fork's mpsd (see the comment at RULES); see RULES for the list.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -73,6 +75,20 @@ RULES = {
     "min-member-value": (ERROR, "kai.scheduler/batch-min-member is a positive whole number"),
     "min-member-too-large": (ERROR, "kai.scheduler/batch-min-member is not larger than the pods that can run "
                                     "at once"),
+    # Source: the guide ("Build the KAI-Scheduler and GPU Fractioning Forks", the smoke test's warning: keep
+    # runAsNonRoot: true, enforced by admission rather than left to each manifest) and the fork's mpsd
+    # (github kai-scheduler/gpu-fractioning fractioning-manager/mpsd/internal/mpsns/manager.go
+    # @ ad0bc5749e5a9acc21a153e265b00e913780af6c): the control daemon runs multi-user, so every MPS server is
+    # owned by root, and control commands are taken from the server's owner or root only ("Insufficient
+    # privileges for UID 60000. 'NAMESPACE SET' requires server owner."). A fractional pod running as root can
+    # raise its own compute cap or delete a neighbour's namespace; a non-root one cannot.
+    # Severity: an error when the manifest says root (an effective runAsUser: 0, or runAsNonRoot: false without
+    # a non-zero runAsUser), a warning when it only leaves it open (runAsNonRoot unset, no non-zero runAsUser:
+    # the image's USER decides, and the manifest does not show it).
+    "fraction-runs-as-root": (ERROR, "a fractional pod cannot run as root: no container with runAsUser: 0, and the "
+                                     "container with the share has runAsNonRoot: true or a non-zero runAsUser "
+                                     "(an error for runAsUser: 0 or runAsNonRoot: false, a warning when "
+                                     "runAsNonRoot is only unset)"),
 }
 
 # kind -> pod template paths (lists of keys) inside the object
@@ -219,6 +235,33 @@ def uses_kai(template):
 
 
 # ---------------------------------------------------------------- the rules
+def fractional_containers(t):
+    """{container name: [what gives it a GPU share]}: the container gpu-fraction or
+    gpu-memory goes to (gpu-fraction-container-name, else the first container) and
+    every container an NvFractions share annotation (nvidia.com/container.<c>.
+    gpu-memory.request/limit, gpu-compute.*) names, present in the pod or not."""
+    ann = t.annotations
+    asking = {}
+    if FRACTION in ann or GPU_MEMORY in ann:
+        target = ann.get(CONTAINER_NAME)
+        if target is None:
+            first = (t.spec.get("containers") or [{}])[0]
+            target = first.get("name") if isinstance(first, dict) else None
+        if target is not None:
+            asking.setdefault(target, []).append(FRACTION if FRACTION in ann else GPU_MEMORY)
+    for key in sorted(ann):
+        match = CONTAINER_ANNOTATION.fullmatch(key)
+        if match and FRACTION_SETTINGS.fullmatch(match.group(2)):
+            asking.setdefault(match.group(1), []).append(key)
+    return asking
+
+
+def is_fractional(t):
+    """Whether the pod asks for a share of a GPU (gpu-fraction, gpu-memory or NvFractions)."""
+    ann = t.annotations
+    return FRACTION in ann or GPU_MEMORY in ann or bool(fractional_containers(t))
+
+
 def _check_fraction_annotations(t, say):
     ann = t.annotations
     fraction, memory, devices = ann.get(FRACTION), ann.get(GPU_MEMORY), ann.get(NUM_DEVICES)
@@ -262,14 +305,7 @@ def _check_containers(t, say):
                         "the pod; drop the whole-GPU request or the share"
                         % (container.get("name"), GPU_RESOURCE, FRACTION if FRACTION in ann else GPU_MEMORY))
                     break
-    asking = {}
-    if fractional:
-        target = ann.get(CONTAINER_NAME)
-        if target is None:
-            first = (t.spec.get("containers") or [{}])[0]
-            target = first.get("name") if isinstance(first, dict) else None
-        if target is not None:
-            asking.setdefault(target, []).append(FRACTION if FRACTION in ann else GPU_MEMORY)
+    asking = fractional_containers(t)
     if CONTAINER_NAME in ann and ann[CONTAINER_NAME] not in names:
         say("unknown-container", t.path(".annotations[%s]" % CONTAINER_NAME),
             "names container %r but the pod's containers are %s" % (ann[CONTAINER_NAME], _names(names)))
@@ -289,8 +325,6 @@ def _check_containers(t, say):
             say("unknown-container", where,
                 "names container %r but the pod's containers are %s: the setting applies to nothing"
                 % (container, _names(names)))
-        if FRACTION_SETTINGS.fullmatch(setting):
-            asking.setdefault(container, []).append(key)
         if setting in ("gpu-memory.request", "gpu-memory.limit"):
             amount = _quantity(ann[key])
             if amount is None or amount <= 0:
@@ -308,6 +342,102 @@ def _check_containers(t, say):
             "%d containers ask for a GPU share (%s): only one container of a pod may; keep the share on one "
             "and give the others none" % (len(asking), ", ".join(
                 "%s via %s" % (c, ", ".join(asking[c])) for c in sorted(asking))))
+
+
+ROOT_RISK = "MPS lets root raise its own cap or delete a neighbour's namespace"
+
+
+def _uid(value):
+    """A runAsUser as a number (0 included), else None (unset or not a uid)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, string_types) and re.fullmatch(r"[0-9]+", value.strip()):
+        return int(value)
+    return None
+
+
+def _flag(value):
+    """A runAsNonRoot as True/False, else None (unset)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, string_types) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _effective(t, path, container, key, parse):
+    """(value, field) of securityContext.<key> for one container: its own wins over the pod's."""
+    value = parse(_map(container.get("securityContext")).get(key))
+    if value is not None:
+        return value, "%s.securityContext.%s" % (path, key)
+    value = parse(_map(t.spec.get("securityContext")).get(key))
+    if value is not None:
+        return value, t.spec_path(".securityContext.%s" % key)
+    return None, None
+
+
+def _containers_text(names):
+    if names == [None]:
+        return "the container that gets the share"
+    quoted = [repr(n) for n in names]
+    if len(quoted) == 1:
+        return "container %s" % quoted[0]
+    return "containers %s and %s" % (", ".join(quoted[:-1]), quoted[-1])
+
+
+def _check_root(t, say):
+    """fraction-runs-as-root, on any pod template the engine extracts. The kubelet
+    runs a container as its effective runAsUser (the container's securityContext wins
+    over the pod's); without one it runs the image's USER, which the manifest does
+    not show: then only runAsNonRoot: true keeps root out (the kubelet refuses to
+    start a container whose image runs as uid 0)."""
+    if not is_fractional(t):
+        return
+    ann = t.annotations
+    asking = fractional_containers(t)
+    share = "; ".join("%s for container %r" % (", ".join(asking[c]), c) for c in sorted(asking)) \
+        or (FRACTION if FRACTION in ann else GPU_MEMORY)
+    pairs = t.containers()
+    getting = [pair for pair in pairs if pair[1].get("name") in asking] or [(None, {})]
+    found = {}  # field -> [situation, container names], in the order found
+    as_root = set()
+    for path, container in pairs:
+        uid, where = _effective(t, path, container, "runAsUser", _uid)
+        if uid == 0:
+            found.setdefault(where, ["user", []])[1].append(container.get("name") or path)
+            as_root.add(path)
+    for path, container in getting:
+        if path in as_root:
+            continue
+        uid, _where = _effective(t, path, container, "runAsUser", _uid)
+        if uid:  # a non-zero uid: the kubelet runs it, never root
+            continue
+        nonroot, where = _effective(t, path, container, "runAsNonRoot", _flag)
+        if nonroot:
+            continue
+        situation = "false" if nonroot is False else "unset"
+        where = where or t.spec_path(".securityContext.runAsNonRoot")
+        entry = found.setdefault(where, [situation, []])
+        if container.get("name") not in entry[1]:
+            entry[1].append(container.get("name"))
+    for where, (situation, names) in found.items():
+        who = _containers_text(names)
+        in_pod = "in a pod that asks for a GPU share (%s): %s" % (share, ROOT_RISK)
+        if situation == "user":
+            say("fraction-runs-as-root", where,
+                "is 0, so %s run%s as root %s: set a non-zero runAsUser and securityContext.runAsNonRoot: true"
+                % (who, "s" if len(names) == 1 else "", in_pod))
+        elif situation == "false":
+            say("fraction-runs-as-root", where,
+                "is false and no non-zero runAsUser is set, so %s may run as root %s: set "
+                "securityContext.runAsNonRoot: true (and a non-zero runAsUser)" % (who, in_pod))
+        else:
+            say("fraction-runs-as-root", where,
+                "is not set on the pod nor on %s, and no non-zero runAsUser is: the image's USER decides, which "
+                "the manifest does not show, so it may run as root %s: set securityContext.runAsNonRoot: true "
+                "(and a non-zero runAsUser)" % (who, in_pod), severity=WARNING)
 
 
 def _names(names):
@@ -448,6 +578,7 @@ def lint_object(obj, tree=None, source=None):
         _check_fraction_annotations(t, say)
         _check_containers(t, say)
         _check_queue(obj, t, tree, say)
+        _check_root(t, say)
     return findings
 
 

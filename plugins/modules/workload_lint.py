@@ -26,8 +26,14 @@ description:
     its pod template; C(legacy-queue-label) C(runai/queue) instead of C(kai.scheduler/queue);
     C(queue-unknown) and C(queue-not-leaf) a queue label naming an unknown or non-leaf queue (given
     O(queues)); C(min-member-value) and C(min-member-too-large) a C(kai.scheduler/batch-min-member) that is
-    not a positive whole number or is larger than the pods that can run at once. All are errors except
-    C(queue-label-missing) and C(queue-label-conflict), which are warnings."
+    not a positive whole number or is larger than the pods that can run at once; C(fraction-runs-as-root) a
+    fractional pod (gpu-fraction, gpu-memory or NvFractions annotations) that may run as root: a container with
+    an effective C(runAsUser: 0) (the container's securityContext wins over the pod's), or the container with
+    the share without C(runAsNonRoot: true) and without a non-zero C(runAsUser) (MPS takes control commands
+    from root, so such a pod could raise its own cap or delete a neighbour's namespace). All are errors except
+    C(queue-label-missing) and C(queue-label-conflict), which are warnings, and C(fraction-runs-as-root), a
+    warning when C(runAsNonRoot) is only unset (the image's USER, which the manifest does not show, decides)
+    and an error for C(runAsUser: 0) or C(runAsNonRoot: false)."
   - The same checks are the filter P(smshare.kai.workload_lint#filter).
   - "For CI on your own manifests: C(ansible-playbook smshare.kai.lint_workloads -e workload_lint_paths=k8s/)
     exits non-zero on any error and prints one line per finding (see the collection README)."

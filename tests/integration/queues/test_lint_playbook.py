@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[3]
 GOOD = {"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "half-gpu", "labels": {"kai.scheduler/queue": "team-a"},
                      "annotations": {"gpu-fraction": "0.5"}},
-        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "cuda"}]}}
+        "spec": {"schedulerName": "kai-scheduler", "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+                 "containers": [{"name": "main", "image": "cuda"}]}}
 BAD_JOB = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "train", "annotations": {"kai.scheduler/batch-min-member": "8"}},
            "spec": {"parallelism": 4, "template": {

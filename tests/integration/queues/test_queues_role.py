@@ -186,8 +186,10 @@ def test_workload_lint_checks_live_objects_against_the_clusters_queues(cluster):
     result = json.loads(proc.stdout.split("=>", 1)[1])
     assert result["failure"] == "violations"
     assert sorted((f["object"], f["rule"], f["field"]) for f in result["findings"]) == [
+        ("Deployment %s/bad" % NS, "fraction-runs-as-root", "spec.template.spec.securityContext.runAsNonRoot"),
         ("Deployment %s/bad" % NS, "gpu-fraction-range", "spec.template.metadata.annotations[gpu-fraction]"),
-        ("Deployment %s/bad" % NS, "queue-not-leaf", "spec.template.metadata.labels[kai.scheduler/queue]")]
-    assert result["summary"].startswith("2 errors, 0 warnings in ")
+        ("Deployment %s/bad" % NS, "queue-not-leaf", "spec.template.metadata.labels[kai.scheduler/queue]"),
+        ("Pod %s/bound" % NS, "fraction-runs-as-root", "spec.securityContext.runAsNonRoot")]
+    assert result["summary"].startswith("2 errors, 2 warnings in ")
     cluster.kubectl("-n", NS, "delete", "deployment", "bad", "--wait=false")
     cluster.kubectl("-n", NS, "delete", "pod", "bound", "--wait=false", "--grace-period=0", "--force")

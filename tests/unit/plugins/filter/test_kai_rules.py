@@ -16,7 +16,7 @@ def test_filters_are_registered():
 
 def test_workload_lint_takes_one_object_or_a_list():
     one = kai_rules.workload_lint(POD)
-    assert [f["rule"] for f in one] == ["gpu-fraction-range", "queue-label-missing"]
+    assert [f["rule"] for f in one] == ["gpu-fraction-range", "queue-label-missing", "fraction-runs-as-root"]
     assert one == kai_rules.workload_lint([POD])
     assert one[0]["text"].startswith("ERROR: Pod p: metadata.annotations[gpu-fraction]: '2' must be")
 

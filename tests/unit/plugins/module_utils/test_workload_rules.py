@@ -11,7 +11,14 @@ from ansible_collections.smshare.kai.plugins.module_utils import workload_rules 
 TREE = [{"name": "research"}, {"name": "ml-team", "parent": "research"}, {"name": "default-queue"}]
 
 
-def pod(annotations=None, labels=None, scheduler="kai-scheduler", containers=None, name="half-gpu"):
+# the guide's smoke-test pod: pod-level securityContext (fraction-runs-as-root)
+NONROOT = {"runAsNonRoot": True, "runAsUser": 1000}
+
+
+def pod(annotations=None, labels=None, scheduler="kai-scheduler", containers=None, name="half-gpu",
+        security="nonroot"):
+    """The KAI docs' half-GPU pod; security: its pod-level securityContext ("nonroot": the guide's, None: none)."""
+    security = NONROOT if security == "nonroot" else security
     obj = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": "gpu-trial",
                         "labels": {"kai.scheduler/queue": "ml-team"} if labels is None else labels,
@@ -19,6 +26,8 @@ def pod(annotations=None, labels=None, scheduler="kai-scheduler", containers=Non
            "spec": {"containers": containers or [{"name": "gpu-workload", "image": "cuda"}]}}
     if scheduler:
         obj["spec"]["schedulerName"] = scheduler
+    if security is not None:
+        obj["spec"]["securityContext"] = copy.deepcopy(security)
     return obj
 
 
@@ -55,7 +64,14 @@ def only(obj, queues=None, tree=True):
 
 
 # ---------------------------------------------------------------- valid
-def test_the_documents_half_gpu_pod_passes():
+def test_the_documents_half_gpu_pod_only_warns_that_it_may_run_as_root():
+    # the notes' half-GPU example has no securityContext: the image's USER decides
+    findings = wr.lint([pod(security=None)], queues=TREE)
+    assert [(f.rule, f.severity, f.field) for f in findings] == [
+        ("fraction-runs-as-root", "warning", "spec.securityContext.runAsNonRoot")]
+
+
+def test_the_documents_half_gpu_pod_with_the_guides_security_context_passes():
     assert found(pod()) == []
 
 
@@ -329,6 +345,162 @@ def test_jobset_levels():
     obj["metadata"]["annotations"] = {}
     obj["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"] = {}
     assert found(obj) == []
+
+
+# ---------------------------------------------------------------- fraction-runs-as-root
+RISK = ("MPS lets root raise its own cap or delete a neighbour's namespace")
+FIX_NONROOT = "set securityContext.runAsNonRoot: true (and a non-zero runAsUser)"
+FIX_UID = "set a non-zero runAsUser and securityContext.runAsNonRoot: true"
+
+
+def with_security(obj, pod_level=None, **containers):
+    """obj with the pod's securityContext (None: none) and containers' (by name)."""
+    obj = copy.deepcopy(obj)
+    spec = obj["spec"]
+    while "template" in spec or "jobTemplate" in spec:
+        spec = (spec.get("template") or spec["jobTemplate"])["spec"]
+    spec.pop("securityContext", None)
+    if pod_level is not None:
+        spec["securityContext"] = dict(pod_level)
+    for container in spec.get("initContainers", []) + spec["containers"]:
+        if container["name"] in containers:
+            container["securityContext"] = dict(containers[container["name"]])
+    return obj
+
+
+def deployment(annotations=None):
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": "gpu-trial"},
+            "spec": {"template": {
+                "metadata": {"labels": {"kai.scheduler/queue": "ml-team"},
+                             "annotations": {"gpu-fraction": "0.5"} if annotations is None else annotations},
+                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "gpu-workload"}]}}}}
+
+
+def jobset():
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {
+                "metadata": {"labels": {"kai.scheduler/queue": "ml-team"}, "annotations": {"gpu-fraction": "0.5"}},
+                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "w"}]}}}}}]}}
+
+
+SIDECAR = [{"name": "gpu-workload"}, {"name": "sidecar"}]
+NAMED_SECOND = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"}
+NVFRACTIONS = {"nvidia.com/container.main.gpu-memory.request": "4Gi"}
+BARE = pod(security=None)
+ROOT_CASES = [
+    # (id, object, [(severity, field)])
+    ("the guide's pod: pod-level runAsNonRoot true and runAsUser 1000", pod(), []),
+    ("pod-level runAsNonRoot true alone", with_security(BARE, {"runAsNonRoot": True}), []),
+    ("container-level runAsNonRoot true", with_security(BARE, None, **{"gpu-workload": {"runAsNonRoot": True}}), []),
+    ("runAsUser 1000 without runAsNonRoot: the kubelet runs uid 1000",
+     with_security(BARE, {"runAsUser": 1000}), []),
+    ("runAsUser 1000 on the container, runAsNonRoot false on the pod",
+     with_security(BARE, {"runAsNonRoot": False}, **{"gpu-workload": {"runAsUser": 1000}}), []),
+    ("no securityContext: may be root", BARE, [("warning", "spec.securityContext.runAsNonRoot")]),
+    ("only other settings", with_security(BARE, {"fsGroup": 1000}, **{"gpu-workload": {"privileged": False}}),
+     [("warning", "spec.securityContext.runAsNonRoot")]),
+    ("explicit runAsNonRoot false on the pod", with_security(BARE, {"runAsNonRoot": False}),
+     [("error", "spec.securityContext.runAsNonRoot")]),
+    ("explicit runAsNonRoot false on the container overrides the pod's true",
+     with_security(BARE, {"runAsNonRoot": True}, **{"gpu-workload": {"runAsNonRoot": False}}),
+     [("error", "spec.containers[0].securityContext.runAsNonRoot")]),
+    ("the container's runAsUser 0 overrides the pod's nonroot context",
+     with_security(BARE, NONROOT, **{"gpu-workload": {"runAsUser": 0}}),
+     [("error", "spec.containers[0].securityContext.runAsUser")]),
+    ("runAsUser 0 and runAsNonRoot true: still root, the kubelet refuses it",
+     with_security(BARE, None, **{"gpu-workload": {"runAsUser": 0, "runAsNonRoot": True}}),
+     [("error", "spec.containers[0].securityContext.runAsUser")]),
+    ("pod-level runAsUser 0", with_security(BARE, {"runAsUser": 0, "runAsNonRoot": True}),
+     [("error", "spec.securityContext.runAsUser")]),
+    ("the container's runAsUser 1000 overrides the pod's 0",
+     with_security(BARE, {"runAsUser": 0, "runAsNonRoot": True}, **{"gpu-workload": {"runAsUser": 1000}}), []),
+    ("a non-fractional pod as root is not this rule's",
+     with_security(pod(annotations={}), {"runAsUser": 0}), []),
+    ("a plain pod as root", with_security({"kind": "Pod", "metadata": {"name": "p"},
+                                           "spec": {"containers": [{"name": "c"}]}}, {"runAsUser": 0}), []),
+    ("a Deployment's template without securityContext", deployment(),
+     [("warning", "spec.template.spec.securityContext.runAsNonRoot")]),
+    ("a Deployment's template as root", with_security(deployment(), None, **{"gpu-workload": {"runAsUser": 0}}),
+     [("error", "spec.template.spec.containers[0].securityContext.runAsUser")]),
+    ("a Deployment's template with the guide's context", with_security(deployment(), NONROOT), []),
+    ("a JobSet's pod template", jobset(),
+     [("warning", "spec.replicatedJobs[0].template.spec.template.spec.securityContext.runAsNonRoot")]),
+    ("gpu-memory is fractional too", pod(annotations={"gpu-memory": "4096"}, security=None),
+     [("warning", "spec.securityContext.runAsNonRoot")]),
+    ("NvFractions memory annotations are fractional too",
+     pod(annotations=NVFRACTIONS, containers=[{"name": "main"}], security=None),
+     [("warning", "spec.securityContext.runAsNonRoot")]),
+    ("a sidecar as root beside a non-root fraction container",
+     with_security(pod(containers=SIDECAR), NONROOT, sidecar={"runAsUser": 0}),
+     [("error", "spec.containers[1].securityContext.runAsUser")]),
+    ("an init container as root", with_security(
+        dict(pod(), spec=dict(pod()["spec"], initContainers=[{"name": "warm"}])), NONROOT, warm={"runAsUser": 0}),
+     [("error", "spec.initContainers[0].securityContext.runAsUser")]),
+    ("pod-level runAsUser 0 with both containers inheriting it: one finding",
+     with_security(pod(containers=SIDECAR), {"runAsUser": 0}), [("error", "spec.securityContext.runAsUser")]),
+    ("the fraction container (first) is non-root, the sidecar leaves it open: only the share counts",
+     with_security(pod(containers=SIDECAR), None, **{"gpu-workload": {"runAsNonRoot": True}}), []),
+    ("the fraction container (first) leaves it open, the sidecar is non-root",
+     with_security(pod(containers=SIDECAR), None, sidecar={"runAsNonRoot": True}),
+     [("warning", "spec.securityContext.runAsNonRoot")]),
+    ("gpu-fraction-container-name moves the share to the sidecar, which is non-root",
+     with_security(pod(annotations=NAMED_SECOND, containers=SIDECAR), None, sidecar={"runAsNonRoot": True}), []),
+    ("gpu-fraction-container-name names the sidecar, which runs runAsNonRoot false",
+     with_security(pod(annotations=NAMED_SECOND, containers=SIDECAR), None,
+                   **{"gpu-workload": {"runAsNonRoot": True}, "sidecar": {"runAsNonRoot": False}}),
+     [("error", "spec.containers[1].securityContext.runAsNonRoot")]),
+]
+
+
+@pytest.mark.parametrize("obj, expected", [case[1:] for case in ROOT_CASES], ids=[case[0] for case in ROOT_CASES])
+def test_fraction_runs_as_root(obj, expected):
+    findings = wr.lint([obj], queues=TREE)
+    assert [(f.severity, f.field) for f in findings if f.rule == "fraction-runs-as-root"] == expected
+    assert [f for f in findings if f.rule != "fraction-runs-as-root"] == []
+
+
+def test_fraction_runs_as_root_messages():
+    assert found(BARE) == [(
+        "fraction-runs-as-root", "spec.securityContext.runAsNonRoot",
+        "is not set on the pod nor on container 'gpu-workload', and no non-zero runAsUser is: the image's USER "
+        "decides, which the manifest does not show, so it may run as root in a pod that asks for a GPU share "
+        "(gpu-fraction for container 'gpu-workload'): %s: %s" % (RISK, FIX_NONROOT))]
+    assert found(with_security(BARE, {"runAsNonRoot": False})) == [(
+        "fraction-runs-as-root", "spec.securityContext.runAsNonRoot",
+        "is false and no non-zero runAsUser is set, so container 'gpu-workload' may run as root in a pod that asks "
+        "for a GPU share (gpu-fraction for container 'gpu-workload'): %s: %s" % (RISK, FIX_NONROOT))]
+    assert found(with_security(pod(containers=SIDECAR), NONROOT, sidecar={"runAsUser": 0})) == [(
+        "fraction-runs-as-root", "spec.containers[1].securityContext.runAsUser",
+        "is 0, so container 'sidecar' runs as root in a pod that asks for a GPU share (gpu-fraction for container "
+        "'gpu-workload'): %s: %s" % (RISK, FIX_UID))]
+    assert found(with_security(pod(containers=SIDECAR), {"runAsUser": 0}))[0][2].startswith(
+        "is 0, so containers 'gpu-workload' and 'sidecar' run as root in a pod")
+    nvf = found(pod(annotations=NVFRACTIONS, containers=[{"name": "main"}], security=None))[0][2]
+    assert "(nvidia.com/container.main.gpu-memory.request for container 'main')" in nvf
+
+
+def test_fraction_runs_as_root_severities():
+    assert wr.RULES["fraction-runs-as-root"][0] == "error"
+    assert [f.severity for f in wr.lint([BARE])] == ["warning"]
+    assert [f.severity for f in wr.lint([with_security(BARE, {"runAsUser": 0})])] == ["error"]
+    assert wr.report(wr.lint([BARE]))[0].startswith(
+        "WARNING: Pod gpu-trial/half-gpu: spec.securityContext.runAsNonRoot: is not set")
+
+
+def test_a_container_the_share_names_but_the_pod_lacks_falls_back_to_the_pod_level():
+    annotations = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}
+    result = found(pod(annotations=annotations, security=None))
+    assert [r[:2] for r in result] == [("unknown-container", "metadata.annotations[gpu-fraction-container-name]"),
+                                       ("fraction-runs-as-root", "spec.securityContext.runAsNonRoot")]
+    assert "nor on the container that gets the share" in result[1][2]
+    assert found(pod(annotations=annotations))[0][0] == "unknown-container"
+    assert len(found(pod(annotations=annotations))) == 1
+
+
+def test_the_collections_own_smoke_test_pod_passes():
+    from ansible_collections.smshare.kai.plugins.module_utils import smoke_test
+    manifest = smoke_test.pod_manifest("fraction-smoke-a", "gpu-trial", "ml-team", 0.5, "cuda")
+    assert [f for f in wr.lint([manifest], queues=TREE) if f.rule == "fraction-runs-as-root"] == []
 
 
 # ---------------------------------------------------------------- output and files

@@ -12,7 +12,8 @@ from module_runner import run_module
 GOOD = {"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "half-gpu", "namespace": "gpu-trial", "labels": {"kai.scheduler/queue": "ml-team"},
                      "annotations": {"gpu-fraction": "0.5"}},
-        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "gpu-workload"}]}}
+        "spec": {"schedulerName": "kai-scheduler", "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+                 "containers": [{"name": "gpu-workload"}]}}
 TREE = [{"name": "research"}, {"name": "ml-team", "parent": "research"}]
 
 
@@ -65,6 +66,23 @@ def test_fail_on_warning(monkeypatch):
     done = run(monkeypatch, {"objects": [unlabelled], "fail_on": "warning"})
     assert done.failed and done.result["warning_count"] == 1
     assert done.result["findings"][0]["source"] == "objects[0]"
+
+
+def test_a_fractional_pod_that_may_run_as_root(monkeypatch):
+    notes = yaml.safe_load(yaml.safe_dump(GOOD))
+    del notes["spec"]["securityContext"]  # the notes' half-GPU example: a warning, not a failure
+    done = run(monkeypatch, {"objects": [notes]})
+    assert not done.failed and done.result["warning_count"] == 1
+    assert [(f["rule"], f["severity"], f["field"]) for f in done.result["findings"]] == [
+        ("fraction-runs-as-root", "warning", "spec.securityContext.runAsNonRoot")]
+    assert run(monkeypatch, {"objects": [notes], "fail_on": "warning"}).failed
+    notes["spec"]["containers"][0]["securityContext"] = {"runAsUser": 0}
+    done = run(monkeypatch, {"objects": [notes]})
+    assert done.failed and done.result["failure"] == "violations" and done.result["error_count"] == 1
+    assert done.result["report"][0].startswith(
+        "ERROR: objects[0]: Pod gpu-trial/half-gpu: spec.containers[0].securityContext.runAsUser: is 0, so container "
+        "'gpu-workload' runs as root in a pod that asks for a GPU share")
+    assert done.result["report"][0].endswith("[fraction-runs-as-root]")
 
 
 def test_without_queues_the_tree_rules_are_skipped(monkeypatch, manifests):
