@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
 import re
 import time
@@ -120,6 +121,32 @@ def pipe_directory_fits(parameter, value, path):
                                 "daemon fails with no log at all): shorten the name or the pipe directory"
                                 % (path, len(path), MAX_PIPE_DIRECTORY_LENGTH))
     return path
+
+
+# The namespaces the fork's mpsd makes, one per container (FORK_MPSNS).
+FORK_NAMESPACE_PREFIX = "kai_"
+
+
+def fork_namespace_name(container_id):
+    """The name the fork's mpsd gives the namespace of a container: `kai_`, the
+    container ID with a-z and 0-9 kept, A-Z lower-cased and anything else `_`,
+    cut to 16 characters, `_`, then the first 20 hex digits of the SHA-256 of
+    the whole ID (FORK_MPSNS). The ID is the runtime's (NRI's), as a pod's
+    status shows it after `containerd://`."""
+    if not container_id or not container_id.strip():
+        raise ValueError("deriving an MPS namespace name: container id is empty")
+    kept = []
+    for char in container_id:
+        if len(kept) >= 16:
+            break
+        if "a" <= char <= "z" or "0" <= char <= "9":
+            kept.append(char)
+        elif "A" <= char <= "Z":
+            kept.append(char.lower())
+        else:
+            kept.append("_")
+    digest = hashlib.sha256(container_id.encode("utf-8")).hexdigest()[:20]
+    return FORK_NAMESPACE_PREFIX + "".join(kept) + "_" + digest
 
 
 def percentage(parameter, value):

@@ -17,13 +17,21 @@ description:
     C(main), C(schedulerName: kai-scheduler), C(runtimeClassName: nvidia), uid 1000, every capability dropped)
     and the C(fraction-devicequery) pod, waits for them, runs the four checks and the measurement, and deletes
     its pods."
-  - "Check C(binder): portion, memory and the physical GPU UUID the binder wrote in each pod's
-    C(nvidia.com/container.main.*) annotations; both pods on one GPU; the portions fit in one GPU."
-  - "Check C(injection): what fractiond injected into each container (C(CUDA_MPS_PIPE_DIRECTORY),
-    C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), C(NVIDIA_GPU_MEMORY_REQUEST/LIMIT), C(NVIDIA_VISIBLE_DEVICES)),
-    consistent with the binder's decision."
+  - "The pass conditions are the published guide's check table."
+  - "Check C(binder): both pods show a non-empty C(gpu-compute.portion) and C(gpu-memory.request) and a real
+    C(gpus.devices) GPU UUID in their C(nvidia.com/container.main.*) annotations, on one node; an empty UUID
+    means a mismatched fork pair. The scheduler bin-packs, so both should be on one GPU: different UUIDs are a
+    warning naming both."
+  - "Check C(injection): C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) is the fraction x 100 and
+    C(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) is C(0=<N>M) with N = (the node's C(nvidia.com/gpu.memory) MiB -
+    O(reserved_gpu_memory_mib)) x fraction; C(NVIDIA_GPU_MEMORY_REQUEST/LIMIT) (or the plural spelling of
+    earlier fork commits: the one found is reported), C(CUDA_MPS_PIPE_DIRECTORY) and C(NVIDIA_VISIBLE_DEVICES)
+    consistent with check 1. No C(CUDA_MPS_*) at all is named as fractiond not registered with NRI,
+    C(NVIDIA_VISIBLE_DEVICES=void) as a mismatched fork pair."
   - "Check C(mps): C(nvidia-cuda-mps-control -p 3 namespace list --server=shared) run in the mpsd pod on the
-    pods' node lists each pod's namespace at the pod's thread percentage."
+    pods' node lists each pod's C(kai_*) namespace, named from its container's ID as the fork's mpsd names it,
+    at the fraction's percentage (C(50.00)), and C(default) at O(mps_default_percentage) (C(10.00));
+    C(kai_*) namespaces of other containers (deleted pods linger about a minute) are a warning."
   - "Check C(memory): C(nvidia-smi --query-gpu=memory.total) in each pod, with a hostile
     C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100), shows the pod's memory cap."
   - "Check C(sm_share): deviceQuery in a half-GPU pod that asks for 100 % of the SMs sees the GPU's SM count
@@ -31,7 +39,9 @@ description:
   - "When the pods stay Pending it says why (RV(pending)): no C(schedulerName: kai-scheduler), a missing or
     wrong C(kai.scheduler/queue) label, an unknown or non-leaf queue, no allocatable C(nvidia.com/gpu), a
     failing GPU reservation pod (no C(nvidia) RuntimeClass, NVML cannot load), reservation pods re-created in a
-    loop with C(UnexpectedAdmissionError), or the scheduler's own message."
+    loop with C(UnexpectedAdmissionError), a node without the C(nvidia.com/gpu.memory) label (the binder's
+    C(BindingError)), the container toolkit's memory-limit hook refused (C(Insufficient Permissions)), an MPS
+    namespace fractiond could not provision (it fails closed), or the scheduler's own message."
   - "Its pods are always deleted: on success, on failure and on interruption (SIGINT, SIGTERM, SIGHUP); a run
     first deletes what an earlier, killed run left (pods with its labels for the same node)."
 author:
@@ -120,6 +130,16 @@ options:
     description: Namespace of KAI's GPU reservation pods (for the diagnosis).
     type: str
     default: kai-resource-reservation
+  reserved_gpu_memory_mib:
+    description:
+      - The KAI binder's C(reservedGpuMemory) in MiB (its default C(1Gi), the MPS server's own context), for
+        check C(injection)'s formula. Change it only where the binder's argument was changed.
+    type: int
+    default: 1024
+  mps_default_percentage:
+    description: The active thread percentage mpsd caps the server's C(default) namespace at (check C(mps)).
+    type: int
+    default: 10
   timeout:
     description: Longest wait, in seconds, for the pods to be Ready (and deviceQuery to finish).
     type: int
@@ -152,8 +172,9 @@ attributes:
 notes:
   - The role P(smshare.kai.smoke_test#role) runs it on every GPU node in parallel.
   - Uses the C(kubernetes) Python library (the one kubernetes.core needs) for the API, C(exec) and logs.
-  - "The MPS namespace of a pod is found by the pod's UID or C(<namespace>_<name>) in its name
-    (unverified: fractiond's naming)."
+  - "A pod's MPS namespace is C(kai_) + its container ID mapped into C([a-z0-9_]) and cut to 16 characters +
+    C(_) + the first 20 hex digits of the ID's SHA-256, as the fork's mpsd names it
+    (kai-scheduler/gpu-fractioning C(mpsns/name.go))."
 requirements:
   - kubernetes (Python library)
 """
@@ -205,6 +226,11 @@ checks:
     evidence:
       description: The values read (annotations, variables, MPS rows, outputs).
       type: dict
+    warnings:
+      description: What does not fail the check but is worth a look (pods on different GPUs, lingering MPS
+        namespaces, no C(nvidia.com/gpu.memory) label to check the formula with); also issued as warnings.
+      type: list
+      elements: str
 rows:
   description: The per-node/GPU table as data (node, gpu, pod, portion, memory cap, injected and MPS percentage,
     memory and SMs seen).
@@ -287,7 +313,7 @@ SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
 # put the pod in default-queue, so it is only named when the pod is still Pending)
 DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes", "node_cordoned",
               "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated",
-              "image_pull")
+              "image_pull", "gpu_memory_label_missing", "memory_limit_hook_unsupported", "mps_namespace_refused")
 POLL = 1.0
 
 
@@ -335,6 +361,12 @@ def check_input(params):
             raise validate.BadInput(key, params[key], "must be between %d and %d seconds" % (low, high), str(low * 3))
     if params["gpu_sm_count"] is not None and not 1 <= params["gpu_sm_count"] <= 1024:
         raise validate.BadInput("gpu_sm_count", params["gpu_sm_count"], "must be between 1 and 1024", "108")
+    if not 0 <= params["reserved_gpu_memory_mib"] <= 65536:
+        raise validate.BadInput("reserved_gpu_memory_mib", params["reserved_gpu_memory_mib"],
+                                "must be between 0 and 65536 MiB", "1024")
+    if not 1 <= params["mps_default_percentage"] <= 100:
+        raise validate.BadInput("mps_default_percentage", params["mps_default_percentage"],
+                                "must be between 1 and 100", "10")
     for key in ("report_markdown", "report_junit"):
         if params[key]:
             validate.path(key, params[key], example="/var/tmp/smshare/smoke.md")
@@ -577,11 +609,13 @@ class Smoke(object):
                 views[name] = None
             if views[name] is None:
                 self.module.warn("nvidia-smi in %s: rc %s %s" % (name, rc, (err or out).strip()[:300]))
-        results.append(st.check_injection(node, decisions, envs))
+        gpu_memory = st.node_gpu_memory_mib(self.cluster.node(node)) if node else None
+        results.append(st.check_injection(node, decisions, envs, self.p["fraction"], gpu_memory,
+                                          self.p["reserved_gpu_memory_mib"]))
         rows_ns = {}
         try:
             namespaces, command = self.mps_namespaces(node)
-            results.append(st.check_mps(node, decisions, pods, namespaces, command))
+            results.append(st.check_mps(node, decisions, pods, namespaces, command, self.p["mps_default_percentage"]))
             for pod in pods:
                 row = st.namespace_of(pod, namespaces)
                 if row:
@@ -652,6 +686,8 @@ def main():
             mpsd_selector=dict(type="str", default="app.kubernetes.io/component=mpsd"),
             mps_server=dict(type="str", default="shared"),
             reservation_namespace=dict(type="str", default=st.RESERVATION_NAMESPACE),
+            reserved_gpu_memory_mib=dict(type="int", default=st.DEFAULT_RESERVED_GPU_MEMORY_MIB),
+            mps_default_percentage=dict(type="int", default=st.MPS_DEFAULT_PERCENTAGE),
             timeout=dict(type="int", default=180),
             settle=dict(type="int", default=15),
             report_markdown=dict(type="path"),
@@ -692,6 +728,9 @@ def main():
                          reports=run_info["reports"], **exc.details)
     result["reports"] = write_reports(module, run_info)
     result["changed"] = bool(leftovers)
+    for check in result["checks"]:
+        for warning in check.get("warnings") or []:
+            module.warn("check %s on %s: %s" % (check["check"], result["node"], warning))
     if not result["passed"]:
         failed = [c for c in result["checks"] if not c["passed"]]
         module.fail_json(msg="fraction smoke test failed on node %s: %s" % (result["node"], "; ".join(

@@ -4,6 +4,7 @@ fixtures/smoke_test/, README there), the four checks and the SM share, every
 "why pending" cause, and the reports."""
 import copy
 import os
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -15,6 +16,15 @@ GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
 OTHER_GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000004"
 UIDS = {"fraction-smoke-a": "0f6b1f3e-1111-4a2b-9c3d-aaaaaaaaaaaa",
         "fraction-smoke-b": "7c2d9e4f-2222-4b3c-8d4e-bbbbbbbbbbbb"}
+# The runtime's container IDs; their MPS namespaces (fixtures/smoke_test/mps-namespace-list.txt) are
+# named from them as the fork's mpsd names them.
+CIDS = {"fraction-smoke-a": "4f1c9e2b7d3a5c60918e2f4b6a7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8",
+        "fraction-smoke-b": "9a8b7c6d5e4f30211203f4e5d6c7b8a9f0e1d2c3b4a59687f6e5d4c3b2a19080"}
+NAMESPACES = {"fraction-smoke-a": "kai_4f1c9e2b7d3a5c60_9ba9ffdfec128f30f9db",
+              "fraction-smoke-b": "kai_9a8b7c6d5e4f3021_37011f7a2bfefd159567"}
+# An A100-SXM4-40GB: nvidia.com/gpu.memory 40960, the guide's (40960 - 1024) x 0.5 = 19968 MiB.
+GPU_MEMORY = 40960
+HALF = 19968
 
 
 def fixture(name):
@@ -22,10 +32,12 @@ def fixture(name):
         return handle.read()
 
 
-def bound(name, gpu=GPU, portion="0.5", memory="20Gi", node="gpu-node-07"):
-    """A smoke pod as it reads after KAI's binder placed it."""
+def bound(name, gpu=GPU, portion="0.5", memory="19968Mi", node="gpu-node-07"):
+    """A smoke pod as it reads after KAI's binder placed it and its container started."""
     pod = st.pod_manifest(name, "default", "default-queue", 0.5, st.DEFAULT_IMAGE)
     pod["metadata"]["uid"] = UIDS.get(name, "uid-" + name)
+    pod["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "main", "containerID": "containerd://" + CIDS.get(name, "%064x" % abs(hash(name)))}]}
     notes = pod["metadata"]["annotations"]
     if portion is not None:
         notes[st.annotation("main", st.PORTION)] = portion
@@ -39,9 +51,12 @@ def bound(name, gpu=GPU, portion="0.5", memory="20Gi", node="gpu-node-07"):
     return pod
 
 
-def good_env(gpu=GPU, pct="50", memory="20480", pipe="/tmp/nvidia-mps"):
+def good_env(gpu=GPU, pct="50", memory="19968", pipe="/tmp/nvidia-mps", pinned="0=19968M", plural=False):
+    """What fractiond injects (gpu-fractioning injection.go names; plural: kai-gpu-fractioning @ 0ee10b42)."""
+    tail = "S" if plural else ""
     return {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": pct,
-            "NVIDIA_GPU_MEMORY_REQUEST": memory, "NVIDIA_GPU_MEMORY_LIMIT": memory, "NVIDIA_VISIBLE_DEVICES": gpu}
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": pinned, "NVIDIA_GPU_MEMORY_REQUEST" + tail: memory,
+            "NVIDIA_GPU_MEMORY_LIMIT" + tail: memory, "NVIDIA_VISIBLE_DEVICES": gpu}
 
 
 # ---------------------------------------------------------------- the pods
@@ -119,12 +134,12 @@ def test_parse_env_recorded():
     env = st.parse_env(fixture("env-smoke-a.txt"))
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert env["NVIDIA_VISIBLE_DEVICES"] == GPU
-    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=19968M"
     assert st.parse_env("MULTI=one\ntwo lines\nB=2\n") == {"MULTI": "one", "B": "2"}
 
 
 def test_parse_smi_memory():
-    assert st.parse_smi_memory(fixture("smi-memory-half.txt")) == [20480]
+    assert st.parse_smi_memory(fixture("smi-memory-half.txt")) == [19968]
     assert st.parse_smi_memory("40960 MiB\n40960 MiB\n") == [40960, 40960]
     for bad in ("", "No devices were found", "40960 MB"):
         with pytest.raises(ValueError):
@@ -146,14 +161,44 @@ def test_parse_device_query_failures():
         st.parse_device_query("Device 0: \"X\"\nResult = PASS\n")
 
 
-def test_parse_namespace_list_and_match():
+def test_parse_namespace_list_and_match_by_container_id():
     rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
-    assert [r["namespace"] for r in rows][-1] == "default"
+    assert [r["namespace"] for r in rows][0] == "default"
     pod = bound("fraction-smoke-b")
-    assert st.namespace_of(pod, rows)["active_thread_percentage"] == 50
+    assert st.container_id(pod) == CIDS["fraction-smoke-b"]
+    assert st.namespace_name_of(pod) == NAMESPACES["fraction-smoke-b"]
+    assert st.namespace_of(pod, rows)["active_thread_percentage"] == 50.0
     assert st.namespace_of(bound("fraction-smoke-x"), rows) is None
-    by_name = [{"namespace": "default_fraction-smoke-x", "active_thread_percentage": 50}]
-    assert st.namespace_of(bound("fraction-smoke-x"), by_name) is by_name[0]
+    not_started = bound("fraction-smoke-a")
+    not_started["status"] = {"phase": "Pending"}
+    assert st.namespace_name_of(not_started) is None and st.namespace_of(not_started, rows) is None
+
+
+# The fork's mpsns/name.go: kai_ + the ID mapped into [a-z0-9_] and cut to 16 + _ + 20 hex of its
+# SHA-256 (name_test.go's kinds of IDs: a plain one, upper case, hyphens and dots, non-ASCII).
+@pytest.mark.parametrize("cid, name", [
+    ("container-id", "kai_container_id_3b0f5103c3bc1162b16d"),
+    ("a1b2c3d4e5f60718293a4b5c6d7e8f901a2b3c4d5e6f708192a3b4c5d6e7f809", "kai_a1b2c3d4e5f60718_1dd5f3acc7d984cceb1d"),
+    ("ABC-DEF", "kai_abc_def_ec4452fc9feaa6e0de5a"),
+])
+def test_namespace_names_as_the_fork_makes_them(cid, name):
+    assert st.mps.fork_namespace_name(cid) == name
+
+
+@pytest.mark.parametrize("cid", ["cri-containerd-9f8e7d6c5b4a.scope", "UPPER-and-lower_Mixed.123", "unicode-\u00fcn-id",
+                                 "/slashes/and:colons", "x" * 300, "-" * 64])
+def test_namespace_names_are_always_the_daemons_kind(cid):
+    name = st.mps.fork_namespace_name(cid)
+    assert re.fullmatch(r"kai_[a-z0-9_]{1,16}_[0-9a-f]{20}", name) and len(name) <= 41
+    assert st.mps.namespace_name("n", name) == name
+
+
+def test_namespace_names_differ_for_ids_that_sanitize_alike():
+    ids = ["abc-def", "abc_def", "ABC-DEF", "abc.def", "abc def"]
+    assert len(set(st.mps.fork_namespace_name(i) for i in ids)) == len(ids)
+    for empty in ("", "   "):
+        with pytest.raises(ValueError):
+            st.mps.fork_namespace_name(empty)
 
 
 @pytest.mark.parametrize("product, override, count", [
@@ -172,7 +217,7 @@ def decisions(*pods):
 def test_binder_decision_reads_the_annotations():
     d = st.binder_decision(bound("fraction-smoke-a"))
     assert (d["portion"], d["memory_request_mib"], d["memory_limit_mib"], d["devices"], d["node"], d["gpu_group"]) \
-        == (0.5, 20480, 20480, [GPU], "gpu-node-07", "group-1")
+        == (0.5, HALF, HALF, [GPU], "gpu-node-07", "group-1")
     assert d["problems"] == []
 
 
@@ -182,13 +227,29 @@ def test_binder_passes():
     assert check["gpu"] == GPU and check["evidence"]["portion_total"] == 1.0
 
 
+def test_binder_pods_on_different_gpus_is_a_warning_naming_both():
+    check = st.check_binder("gpu-node-07", decisions(bound("fraction-smoke-a"), bound("fraction-smoke-b", gpu=OTHER_GPU)),
+                            0.5)
+    assert check["passed"], check["message"]
+    assert check["gpu"] is None and len(check["warnings"]) == 1
+    assert "fraction-smoke-a on %s" % GPU in check["warnings"][0] and "fraction-smoke-b on %s" % OTHER_GPU in \
+        check["warnings"][0] and "bin-packs" in check["warnings"][0]
+
+
+def test_binder_empty_uuid_is_a_mismatched_fork_pair():
+    pod = bound("fraction-smoke-b", gpu=None)
+    pod["metadata"]["annotations"][st.RECEIVED_RESOURCE_TYPE] = "Regular"
+    check = st.check_binder("n", decisions(bound("fraction-smoke-a"), pod), 0.5)
+    assert not check["passed"]
+    assert "empty gpus.devices" in check["message"] and "matched pair" in check["message"]
+
+
 @pytest.mark.parametrize("b, words", [
-    (dict(gpu=OTHER_GPU), "different GPUs"),
     (dict(node="gpu-node-08"), "different nodes"),
     (dict(portion=None), "no gpu-compute.portion"),
     (dict(portion="0.75"), "portion 0.75, asked 0.5"),
     (dict(memory=None), "no gpu-memory.request"),
-    (dict(gpu=None), "names 0 GPUs"),
+    (dict(gpu=None), "empty gpus.devices"),
     (dict(gpu=GPU + "," + OTHER_GPU), "names 2 GPUs"),
     (dict(gpu="3"), "is not a GPU UUID"),
     (dict(portion="half"), "is not a number"),
@@ -213,49 +274,103 @@ def test_binder_portions_over_one():
 
 
 # ---------------------------------------------------------------- check 2: injection
-def test_injection_passes_on_recorded_env():
+def test_injection_passes_on_recorded_env_with_the_guides_formula():
     d = decisions(bound("fraction-smoke-a"))
-    check = st.check_injection("n", d, {"fraction-smoke-a": st.parse_env(fixture("env-smoke-a.txt"))})
+    check = st.check_injection("n", d, {"fraction-smoke-a": st.parse_env(fixture("env-smoke-a.txt"))}, 0.5, GPU_MEMORY)
     assert check["passed"], check["message"]
-    assert check["evidence"]["fraction-smoke-a"]["NVIDIA_GPU_MEMORY_LIMIT"] == "20480"
+    assert check["evidence"]["fraction-smoke-a"]["NVIDIA_GPU_MEMORY_LIMIT"] == "19968"
+    assert check["evidence"]["expected"]["memory_mib"] == HALF == st.expected_memory_mib(40960, 0.5)
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=19968M" in check["message"] and check["warnings"] == []
+
+
+def test_injection_accepts_and_reports_either_memory_spelling():
+    d = decisions(bound("fraction-smoke-a"))
+    check = st.check_injection("n", d, {"fraction-smoke-a": good_env(plural=True)}, 0.5, GPU_MEMORY)
+    assert check["passed"], check["message"]
+    assert "NVIDIA_GPU_MEMORY_LIMITS" in check["message"]
+    assert check["evidence"]["memory_variables"]["fraction-smoke-a"] == ["NVIDIA_GPU_MEMORY_LIMITS",
+                                                                         "NVIDIA_GPU_MEMORY_REQUESTS"]
+
+
+def test_injection_without_the_node_label_compares_with_the_binder_and_warns():
+    check = st.check_injection("n", decisions(bound("fraction-smoke-a")), {"fraction-smoke-a": good_env()}, 0.5, None)
+    assert check["passed"] and "nvidia.com/gpu.memory" in check["warnings"][0]
 
 
 @pytest.mark.parametrize("env, words", [
     (good_env(gpu=OTHER_GPU), "NVIDIA_VISIBLE_DEVICES=%s but the binder chose %s" % (OTHER_GPU, GPU)),
     (good_env(pct="100"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100, expected 50"),
     (good_env(memory="40960"), "NVIDIA_GPU_MEMORY_LIMIT=40960"),
+    (good_env(pinned="0=20480M"), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20480M, expected 0=19968M: (40960 MiB - 1024) x 0.5"),
+    (good_env(pinned="0=19968M,1=19968M"), "expected 0=19968M"),
     (good_env(pipe="/run/nvidia-mps/shared/default"), "the server's default namespace"),
-    ({}, "CUDA_MPS_PIPE_DIRECTORY not injected"),
+    (good_env(gpu="void"), "NVIDIA_VISIBLE_DEVICES=void: the KAI-Scheduler fork and the gpu-fractioning fork are a "
+                           "matched pair"),
+    (dict((k, v) for k, v in good_env().items() if "MEMORY_LIMIT" not in k),
+     "neither NVIDIA_GPU_MEMORY_LIMIT nor NVIDIA_GPU_MEMORY_LIMITS injected"),
+    (dict((k, v) for k, v in good_env().items() if k != "CUDA_MPS_PIPE_DIRECTORY"), "CUDA_MPS_PIPE_DIRECTORY not injected"),
+    ({"NVIDIA_VISIBLE_DEVICES": GPU}, "no CUDA_MPS_* variable at all: fractiond did not adjust the container (not "
+                                      "registered with NRI"),
 ])
 def test_injection_fails(env, words):
-    check = st.check_injection("n", decisions(bound("fraction-smoke-a")), {"fraction-smoke-a": env})
+    check = st.check_injection("n", decisions(bound("fraction-smoke-a")), {"fraction-smoke-a": env}, 0.5, GPU_MEMORY)
     assert not check["passed"]
-    assert words in check["message"]
+    assert words in check["message"], check["message"]
+
+
+def test_injection_names_a_binder_that_reserves_other_memory():
+    pod = bound("fraction-smoke-a", memory="20480Mi")
+    check = st.check_injection("n", decisions(pod), {"fraction-smoke-a": good_env(memory="20480", pinned="0=19968M")},
+                               0.5, GPU_MEMORY)
+    assert not check["passed"] and "reservedGpuMemory 1024 MiB?" in check["message"]
+    assert st.check_injection("n", decisions(pod), {"fraction-smoke-a": good_env(memory="20480", pinned="0=20480M")},
+                              0.5, GPU_MEMORY, reserved_mib=0)["passed"]
 
 
 # ---------------------------------------------------------------- check 3: MPS
-def test_mps_passes_on_the_listing():
+def test_mps_passes_on_the_guides_listing():
     pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
     rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
     check = st.check_mps("n", decisions(*pods), pods, rows, "cmd")
     assert check["passed"], check["message"]
-    assert check["evidence"]["pods"]["fraction-smoke-a"]["namespace"] == UIDS["fraction-smoke-a"]
+    assert check["evidence"]["pods"]["fraction-smoke-a"]["namespace"] == NAMESPACES["fraction-smoke-a"]
+    assert "at 50.00" in check["message"] and "default at 10.00" in check["message"] and check["warnings"] == []
 
 
 def test_mps_fails_on_wrong_percentage_and_missing_namespace():
     pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
     rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
-    rows[0]["active_thread_percentage"] = 100
-    check = st.check_mps("n", decisions(*pods), pods, rows[:1] + rows[2:], "cmd")
+    rows[1]["active_thread_percentage"] = 100.0
+    check = st.check_mps("n", decisions(*pods), pods, rows[:2], "cmd")
     assert not check["passed"]
-    assert "at 100%, expected 50%" in check["message"]
-    assert "fraction-smoke-b: no MPS namespace" in check["message"]
+    assert "namespace %s at 100.00, expected 50.00" % NAMESPACES["fraction-smoke-a"] in check["message"]
+    assert "fraction-smoke-b: no MPS namespace %s (named from container ID %s)" % (
+        NAMESPACES["fraction-smoke-b"], CIDS["fraction-smoke-b"]) in check["message"]
+
+
+def test_mps_default_namespace_must_be_capped():
+    pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
+    rows = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
+    rows[0]["active_thread_percentage"] = 100.0
+    check = st.check_mps("n", decisions(*pods), pods, rows, "cmd")
+    assert not check["passed"] and "namespace default at 100.00, expected 10.00" in check["message"]
+    assert st.check_mps("n", decisions(*pods), pods, rows, "cmd", default_percentage=100)["passed"]
+    check = st.check_mps("n", decisions(*pods), pods, rows[1:], "cmd")
+    assert not check["passed"] and "no default namespace" in check["message"]
+
+
+def test_mps_namespaces_of_earlier_runs_linger_as_a_warning():
+    pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
+    rows = st.parse_namespace_list(fixture("mps-namespace-list.txt") + "kai_0123456789abcdef_a8ae6e6ee929abea3afc  50.00  unlimited\n")
+    check = st.check_mps("n", decisions(*pods), pods, rows, "cmd")
+    assert check["passed"] and check["evidence"]["lingering"] == ["kai_0123456789abcdef_a8ae6e6ee929abea3afc"]
+    assert "linger about a minute" in check["warnings"][0]
 
 
 # ---------------------------------------------------------------- check 4: memory
 def test_memory_passes_and_fails():
     d = decisions(bound("fraction-smoke-a"))
-    assert st.check_memory("n", d, {"fraction-smoke-a": [20480]})["passed"]
+    assert st.check_memory("n", d, {"fraction-smoke-a": [HALF]})["passed"]
     check = st.check_memory("n", d, {"fraction-smoke-a": [40960]})
     assert not check["passed"] and "memory not capped" in check["message"]
     assert not st.check_memory("n", d, {"fraction-smoke-a": None})["passed"]
@@ -439,6 +554,24 @@ def test_pending_unschedulable_message_from_the_scheduler():
     assert "PodGroup pg-fraction-smoke-a: Not enough GPUs" in found[0]["message"]
 
 
+# The guide's troubleshooting rows that a pod's own events show.
+@pytest.mark.parametrize("event, cause, words", [
+    ({"reason": "BindingError", "type": "Warning", "message": "Failed to bind pod default/fraction-smoke-a to node "
+      "gpu-node-07: plugin nvfractions failed in PreBind: failed to set NvFractions memory annotation: node does not "
+      "include nvidia.com/gpu.memory label"}, "gpu_memory_label_missing", "run GPU Feature Discovery"),
+    ({"reason": "Failed", "type": "Warning", "message": "Error: failed to create containerd task: error running "
+      "createRuntime hook #0: exit status 1: failed to set memory limits for gpu 0: Insufficient Permissions"},
+     "memory_limit_hook_unsupported", "gpuOperator.minimumVersion=v26.7.0"),
+    ({"reason": "Failed", "type": "Warning", "message": "Error: container \"main\" in pod \"fraction-smoke-a\": "
+      "provisioning its MPS namespace: creating MPS namespace failed"}, "mps_namespace_refused", "fails closed"),
+])
+def test_pending_troubleshooting_rows_are_named(event, cause, words):
+    causes = st.diagnose(pending(nodeName="gpu-node-07") if cause != "gpu_memory_label_missing" else pending(),
+                         [event], [GPU_NODE], QUEUES)
+    found = [c for c in causes if c["cause"] == cause]
+    assert found and words in found[0]["message"], causes
+
+
 def test_pending_nothing_from_kai():
     names, found = causes(pending())
     assert names == ["no_scheduler_activity"]
@@ -479,13 +612,13 @@ def a_run(passed=True):
     pods = [bound("fraction-smoke-a"), bound("fraction-smoke-b")]
     d = decisions(*pods)
     envs = {"fraction-smoke-a": good_env(), "fraction-smoke-b": good_env()}
-    views = {"fraction-smoke-a": [20480], "fraction-smoke-b": [20480 if passed else 40960]}
-    rows_ns = dict((p["metadata"]["name"], {"namespace": p["metadata"]["uid"], "active_thread_percentage": 50})
-                   for p in pods)
-    dq = {"pod": "fraction-devicequery", "gpu": GPU, "portion": 0.5, "memory_cap_mib": 20480,
+    views = {"fraction-smoke-a": [HALF], "fraction-smoke-b": [HALF if passed else 40960]}
+    listing = st.parse_namespace_list(fixture("mps-namespace-list.txt"))
+    rows_ns = dict((p["metadata"]["name"], st.namespace_of(p, listing)) for p in pods)
+    dq = {"pod": "fraction-devicequery", "gpu": GPU, "portion": 0.5, "memory_cap_mib": HALF,
           "parsed": st.parse_device_query(fixture("devicequery-a100-half.txt"))}
-    checks = [st.check_binder("gpu-node-07", d, 0.5), st.check_injection("gpu-node-07", d, envs),
-              st.check_mps("gpu-node-07", d, pods, list(rows_ns.values()), "cmd"),
+    checks = [st.check_binder("gpu-node-07", d, 0.5), st.check_injection("gpu-node-07", d, envs, 0.5, GPU_MEMORY),
+              st.check_mps("gpu-node-07", d, pods, listing, "cmd"),
               st.check_memory("gpu-node-07", d, views),
               st.check_sm_share("gpu-node-07", 0.5, dq["parsed"], 108)]
     rows = st.summary_rows("gpu-node-07", d, envs, rows_ns, views, dq)
@@ -496,7 +629,7 @@ def test_table_per_node_and_gpu():
     lines = st.table(a_run()["rows"])
     assert lines[0].split()[:3] == ["NODE", "GPU", "POD"]
     assert len(lines) == 4
-    assert lines[1].split()[:6] == ["gpu-node-07", GPU, "fraction-smoke-a", "0.5", "20480", "50"]
+    assert lines[1].split()[:6] == ["gpu-node-07", GPU, "fraction-smoke-a", "0.5", "19968", "50"]
     assert lines[3].split()[-1] == "54"
 
 

@@ -61,13 +61,15 @@ class FakeCluster(object):
             return
         notes = pod["metadata"]["annotations"]
         notes[st.annotation("main", st.PORTION)] = "0.5"
-        notes[st.annotation("main", st.MEMORY_LIMIT)] = "20Gi"
-        notes[st.annotation("main", st.MEMORY_REQUEST)] = "20Gi"
+        # the binder: (40960 MiB - the 1Gi reserve) x 0.5
+        notes[st.annotation("main", st.MEMORY_REQUEST)] = "19968Mi"
         notes[st.annotation("main", st.DEVICES)] = GPU
         pod["spec"]["nodeName"] = "gpu-node-07"
         dq = pod["metadata"]["name"].startswith(st.DEVICEQUERY_POD)
+        cid = "%064x" % (len(self.created) * 7919)
         pod["status"] = {"phase": "Succeeded" if dq else "Running",
-                         "conditions": [{"type": "Ready", "status": "False" if dq else "True"}]}
+                         "conditions": [{"type": "Ready", "status": "False" if dq else "True"}],
+                         "containerStatuses": [{"name": "main", "containerID": "containerd://" + cid}]}
 
     def delete(self, namespace, name):
         if self.pods_by_name.pop(name, None) is None:
@@ -82,7 +84,8 @@ class FakeCluster(object):
         return [{"metadata": {"name": "gpu-node-07"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}]
 
     def node(self, name):
-        return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}}
+        return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+                                                      "nvidia.com/gpu.memory": "40960"}}}
 
     def custom_list(self, group, version, plural, namespace=None):
         if plural == "queues":
@@ -95,15 +98,17 @@ class FakeCluster(object):
     def exec_(self, namespace, name, command, container=None, timeout=60):
         self.execs.append((namespace, name, command))
         if command[0] == "nvidia-cuda-mps-control":
-            rows = "".join("%s  50  20G  0\n" % p["metadata"]["uid"] for p in self.pods_by_name.values())
-            return ("NAMESPACE  ACTIVE_THREAD_PERCENTAGE  PINNED_MEMORY_LIMIT  CLIENT_PRIORITY\n" + rows +
-                    "default  10  0  0\n"), "", 0
+            rows = "".join("%s  50.00  unlimited\n" % st.namespace_name_of(p) for p in self.pods_by_name.values()
+                           if st.namespace_name_of(p))
+            return "NAMESPACE  ACTIVE_THREAD_PERCENTAGE  PINNED_DEVICE_MEM_LIMIT\ndefault  10.00  unlimited\n" + rows, \
+                "", 0
         if command == ["env"]:
             return ("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n"
-                    "NVIDIA_GPU_MEMORY_REQUEST=20480\nNVIDIA_GPU_MEMORY_LIMIT=20480\nNVIDIA_VISIBLE_DEVICES=%s\n"
+                    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=19968M\n"
+                    "NVIDIA_GPU_MEMORY_REQUEST=19968\nNVIDIA_GPU_MEMORY_LIMIT=19968\nNVIDIA_VISIBLE_DEVICES=%s\n"
                     % GPU), "", 0
         if "nvidia-smi" in command:
-            return ("40960 MiB\n" if self.behaviour.get("uncapped") else "20480 MiB\n"), "", 0
+            return ("40960 MiB\n" if self.behaviour.get("uncapped") else "19968 MiB\n"), "", 0
         raise AssertionError("unexpected exec %r" % command)
 
     def logs(self, namespace, name, container=None):
@@ -136,6 +141,8 @@ BAD = [
     ("report_relative", {"report_junit": "out/smoke.xml"}, "report_junit", "absolute path"),
     ("suffix_dot", {"name_suffix": "a.b"}, "name_suffix", "lower-case"),
     ("tolerate_without_node", {"tolerate_unschedulable": True}, "tolerate_unschedulable", "needs node"),
+    ("reserved_negative", {"reserved_gpu_memory_mib": -1}, "reserved_gpu_memory_mib", "between 0 and 65536"),
+    ("default_pct_zero", {"mps_default_percentage": 0}, "mps_default_percentage", "between 1 and 100"),
 ]
 
 
