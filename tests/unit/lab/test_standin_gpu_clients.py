@@ -1,14 +1,18 @@
 """The test image's stand-in nvidia-smi and deviceQuery against a real stand-in
 MPS daemon (v3, multi-user) in a temporary folder: their output parses with
 the smoke test's own parsers, memory follows the driver's cap, SMs follow what
-the server grants (never the client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), and
-the server's mps.ignore-cap flag and a missing driver fail as documented."""
+the server grants (never the client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), a
+client stays attached while it runs, and the server's mps.ignore-cap flag and
+a missing driver fail as documented."""
 import json
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,25 +30,36 @@ import gpuview  # noqa: E402
 
 
 @pytest.fixture
-def server(tmp_path):
-    pipe = tmp_path / "pipe"
-    config = tmp_path / "mps.toml"
+def server():
+    # a short pipe folder: the stand-in, like the real daemon, refuses pipe
+    # directories over 83 characters, and pytest's tmp_path may be longer
+    base = Path(tempfile.mkdtemp(prefix="smps", dir="/tmp"))
+    pipe = base / "pipe"
+    config = base / "mps.toml"
     config.write_text("[servers.shared]\nuid = 0\n[servers.shared.namespaces.default]\nactive_thread_percentage = 10\n")
-    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(tmp_path / "log"))
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(base / "log"))
     env.pop("NVIDIA_STANDIN_ROOT", None)
+    env.pop("CUDA_MPS_PROTOCOL_VERSION", None)
 
     def control(*args):
         return subprocess.run([sys.executable, str(MPS), *args], env=env, capture_output=True, text=True,
                               timeout=30, check=False)
     started = control("-d", "-p", "3", "-m", "-a", str(config))
     assert started.returncode == 0, started.stderr
-    made = control("-p", "3", "namespace", "create", "--server=shared", "--name=pod-uid-1",
-                   "--active-thread-percentage=50", "--pinned-memory-limit=40960M")
-    assert made.returncode == 0, made.stderr
+    # as the fork's mpsd does it: create (name positional), then cap
+    for made in (control("-p", "3", "namespace", "create", "pod_uid_1", "--server=shared"),
+                 control("-p", "3", "namespace", "set", "pod_uid_1", "--server=shared",
+                         "--active-thread-percentage=50")):
+        assert made.returncode == 0, made.stderr
     yield {"pipe": pipe, "control": control}
     pid_file = pipe / "nvidia-cuda-mps-control.pid"
     if pid_file.is_file():
         os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        for _ in range(50):
+            if not (pipe / "control").exists():
+                break
+            time.sleep(0.1)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def run_tool(name, argv, monkeypatch, capsys, device, env):
@@ -66,7 +81,7 @@ def device(tmp_path, limit):
 
 
 def client_env(server, requested="100"):
-    return {"CUDA_MPS_PIPE_DIRECTORY": str(server["pipe"] / "shared" / "pod-uid-1"),
+    return {"CUDA_MPS_PIPE_DIRECTORY": str(server["pipe"] / "shared" / "pod_uid_1"),
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": requested}
 
 
@@ -107,8 +122,19 @@ def test_device_query_without_the_driver(tmp_path, monkeypatch, capsys):
     assert rc == 1 and st.parse_device_query(out)["result"] == "FAIL"
 
 
-def test_namespace_list_parses_with_the_modules_parser(server):
+def test_namespace_list_shows_the_caps(server):
     listed = server["control"]("-p", "3", "namespace", "list", "--server=shared")
     assert listed.returncode == 0, listed.stderr
-    rows = {r["namespace"]: r for r in st.parse_namespace_list(listed.stdout)}
-    assert rows["pod-uid-1"]["active_thread_percentage"] == 50 and rows["default"]["active_thread_percentage"] == 10
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "ACTIVE_THREAD_PERCENTAGE", "PINNED_DEVICE_MEM_LIMIT"]
+    rows = {cells[0]: cells[1:] for cells in (line.split() for line in lines[1:])}
+    assert rows == {"default": ["10.00", "unlimited"], "pod_uid_1": ["50.00", "unlimited"]}
+
+
+def test_device_query_stays_attached_until_it_exits(server, tmp_path, monkeypatch, capsys):
+    rc, _ = run_tool("deviceQuery", [], monkeypatch, capsys, device(tmp_path, 40960), client_env(server))
+    assert rc == 0
+    listed = server["control"]("-p", "3", "client", "list", "--format=csv,noheader")
+    assert listed.stdout == "%d,shared,%s,shared/pod_uid_1 (1),deviceQuery\n" % (os.getpid(), GPU["uuid"])
+    busy = server["control"]("-p", "3", "namespace", "delete", "pod_uid_1", "--server=shared")
+    assert busy.returncode == 1 and "has 1 attached client(s)" in busy.stderr

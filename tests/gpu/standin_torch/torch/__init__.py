@@ -1,58 +1,83 @@
 # Apache-2.0
 # STAND-IN for PyTorch, for dry runs of tests/gpu/run.sh without a GPU. It is
 # NOT PyTorch: it answers the few calls tests/gpu/gpu_check.py's client makes,
-# with the stand-in GPU's SM count capped the way MPS caps it: the client's
-# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE can only lower the server's (or its v3
-# namespace's) percentage, read from the stand-in nvidia-cuda-mps-control.
+# with the stand-in GPU's SM count capped the way MPS caps it. Like a CUDA
+# client it attaches to the stand-in nvidia-cuda-mps-control (the lab's client
+# protocol, lab/standin/testimage/gpuview.py): it connects to
+# $CUDA_MPS_PIPE_DIRECTORY/control, sends {"client": {"requested":
+# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, "pid", "cmd", "device"}}, gets the
+# percentage the server grants (at most its namespace's, or protocol 2's
+# default, percentage) and stays attached until the process exits or the
+# server asks it to detach.
 import json
 import os
-import subprocess
+import socket
+import threading
 
 _ROOT = os.environ.get("NVIDIA_STANDIN_ROOT", "")
+_ATTACHED = []  # the MPS connections of this process: open until it exits
+
+
+def _gpu():
+    try:
+        with open(_ROOT + "/etc/nvidia-standin/gpus.json") as handle:
+            return json.load(handle)["gpus"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        return {}
 
 
 def _device_sms():
+    return _gpu().get("multiprocessor_count") or 108
+
+
+def _watch(sock):
     try:
-        with open(_ROOT + "/etc/nvidia-standin/gpus.json") as handle:
-            return json.load(handle)["gpus"][0]["multiprocessor_count"]
-    except (OSError, ValueError, KeyError, IndexError):
-        return 108
-
-
-def _mps(pipe, args=(), line=None):
-    proc = subprocess.run(["nvidia-cuda-mps-control"] + list(args), input=line, text=True,
-                          capture_output=True, env=dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe),
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError("MPS: %s%s" % (proc.stdout, proc.stderr))
-    return proc.stdout
+        while True:
+            data = sock.recv(4096)
+            if not data or b'"terminate"' in data:
+                break
+    except OSError:
+        pass
+    sock.close()
 
 
 def _server_percentage():
     pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
     if not pipe:
         return 100.0
-    if os.path.exists(os.path.join(pipe, "control")):
-        _mps(pipe, line="start_server -uid %d\n" % os.getuid())
-        return float(_mps(pipe, line="get_default_active_thread_percentage\n"))
-    namespace, server_dir = os.path.basename(pipe), os.path.dirname(pipe)
-    root = os.path.dirname(server_dir)
-    if os.path.exists(os.path.join(root, "control")):
-        rows = _mps(root, ["-p", "3", "namespace", "list", "--server=" + os.path.basename(server_dir),
-                           "--format=csv,noheader"])
-        for row in rows.splitlines():
-            cells = [c.strip() for c in row.split(",")]
-            if cells[0] == namespace:
-                return float(cells[1])
-    raise RuntimeError("no MPS daemon for %s" % pipe)
+    control = os.path.join(pipe, "control")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    try:
+        sock.connect(control)
+    except OSError as exc:
+        raise RuntimeError("no MPS daemon for %s: %s" % (pipe, exc))
+    hello = {"requested": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"), "pid": os.getpid(),
+             "cmd": "python3", "device": _gpu().get("uuid") or ""}
+    sock.sendall(json.dumps({"client": hello}).encode() + b"\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        answer = json.loads(data.decode())
+    except ValueError:
+        raise RuntimeError("MPS: no answer from %s" % control)
+    if answer.get("rc"):
+        raise RuntimeError("MPS: %s%s" % (answer.get("out", ""), answer.get("err", "")))
+    sock.settimeout(None)
+    _ATTACHED.append(sock)
+    threading.Thread(target=_watch, args=(sock,), daemon=True).start()
+    return float(json.loads(answer["out"])["active_thread_percentage"])
 
 
 class _Props:
     def __init__(self):
-        pct = _server_percentage()
-        asked = float(os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"))
+        pct = _server_percentage()   # the server's grant: the client's request can only lower it
         self.name = "NVIDIA A100-SXM4-80GB (stand-in)"
-        self.multi_processor_count = int(_device_sms() * min(pct, asked) // 100)
+        self.multi_processor_count = int(_device_sms() * pct // 100)
         self.total_memory = 81920 << 20
 
 
