@@ -404,7 +404,8 @@ def read_daemon(mps, wanted, devices):
     from changing), only when namespaces are."""
     legacy = True if wanted["default_active_thread_percentage"] is not None or devices else None
     state = mps.read_state(devices=devices, servers=[], clients=False, legacy=legacy)
-    if state["running"] and state["protocol"] == 3 and wanted["namespaces"]:
+    # a daemon started otherwise is restarted or refused (plan): its servers are not the ones asked for
+    if state["running"] and state["protocol"] == 3 and wanted["namespaces"] and not mismatch(state, wanted):
         for server in sorted(set(ns["server"] for ns in wanted["namespaces"])):
             if state["servers"] and server not in state["servers"]:
                 raise MpsError("unknown MPS server %r: the daemon's configuration %s has %s. Nothing was changed."

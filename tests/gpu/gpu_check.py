@@ -28,6 +28,20 @@ ok = bool(torch.isfinite(a @ a).all().item())
 print(json.dumps({"name": props.name, "multiprocessor_count": props.multi_processor_count,
                   "total_memory": props.total_memory, "matmul_ok": ok}))
 """
+# A client that stays attached (its CUDA context open) until told to go: MPS refuses to change or delete
+# its namespace meanwhile (the fork's mpsctl/control.go).
+HOLDING_CLIENT = r"""
+import sys, time, torch
+torch.cuda.get_device_properties(0)
+a = torch.randn(16, 16, device="cuda")
+bool(torch.isfinite(a @ a).all().item())
+print("attached", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+# The MPS v3 configuration the gpu-fractioning fork's mpsd writes (kai-gpu-fractioning
+# fractioning-manager/mpsd/internal/config.go @ 0ee10b42), the server owned by this uid.
+V3_CONFIG = ('[features.memacct]\nenabled=true\naudit_log=true\n\n[features.context-share]\nenabled=true\n'
+             'default_socket="off"\n\n[servers.shared]\n')
 
 
 class CheckFailed(Exception):
@@ -93,14 +107,16 @@ class Check:
         collections = os.environ["ANSIBLE_COLLECTIONS_PATH"]
         sys.path.insert(0, collections)
         from ansible_collections.smshare.kai.plugins.module_utils import mps  # noqa
-        params = {"pid": 0, "device": 0, "server": "shared", "percentage": 50, "limit": "0", "name": "x"}
+        params = {"pid": 0, "device": 0, "server": "shared", "percentage": 50, "limit": "0",
+                  "name": self.evidence.get("v3_namespace") or "x"}
         env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=PIPE, CUDA_MPS_LOG_DIRECTORY=LOG, LC_ALL="C")
         for name, verb in sorted(mps.VERBS.items()):
-            if name.startswith(("set_", "namespace_create", "namespace_set", "namespace_delete")) or name == "quit":
+            if name.startswith(("set_", "namespace_create", "namespace_set", "namespace_delete", "client_terminate")) \
+                    or name == "quit":
                 continue  # read-only verbs only
             if verb.get("protocol", 2) == 3 and protocol != 3:
                 continue
-            if name.startswith("namespace_list") and not prefix:
+            if name.startswith(("namespace_list", "namespace_get", "client_list")) and not prefix:
                 continue  # no named server before the v3 configuration
             args, stdin, verb_env = mps.render(name, **params)
             if name in ("get_client_list", "get_server_status"):
@@ -112,7 +128,7 @@ class Check:
                                   capture_output=True, text=True, timeout=60, check=False)
             parsed, error = None, None
             try:
-                parsed = verb["parse"](proc.stdout + (proc.stderr if name == "help" else ""))
+                parsed = verb["parse"](proc.stdout + (proc.stderr if name == "namespace_help" else ""))
             except ValueError as exc:
                 error = str(exc)
             self.evidence["recordings"][prefix + name] = {
@@ -206,25 +222,60 @@ class Check:
                    leftover=left)
 
     def v3_namespace_check(self, base, device_sms):
-        """Restart with a v3 config: a namespace capped at 25%, client asks 100%."""
+        """Restart with the fork's v3 config; every namespace verb through the modules: a namespace
+        created and capped at 25% (create, set), its pipe directory read back (get), a client that asks
+        100% gets 25%, listed (client list) while attached, during which a change is refused
+        (namespace_busy); a name the daemon refuses is refused before any call; then deleted."""
         with open(CONFIG, "w") as handle:
-            handle.write('schema_version = "1.0"\n[servers.shared]\nuid = %d\n'
-                         '[servers.shared.namespaces.default]\nactive_thread_percentage = "10"\n' % os.getuid())
-        wanted = dict(base, protocol=3, config_file=CONFIG, restart=True,
-                      namespaces=[{"server": "shared", "name": "quarter", "active_thread_percentage": 25}])
+            handle.write(V3_CONFIG)
+        namespace = "smshare_gpu_check"
+        self.evidence["v3_namespace"] = namespace
+        wanted = dict(base, protocol=3, multiuser=True, config_file=CONFIG, restart=True,
+                      namespaces=[{"server": "shared", "name": namespace, "active_thread_percentage": 25}])
+        holder = None
         try:
+            refused = self.module("mps_control", dict(wanted, restart=False, namespaces=[
+                {"server": "shared", "name": "team-A", "active_thread_percentage": 25}]), expect_failure=True)
+            self.check("v3_bad_name_refused_before_any_call",
+                       refused.get("failure") == "bad_input" and not refused.get("commands"),
+                       failure=refused.get("failure"), msg=refused.get("msg"))
             first = self.module("mps_control", wanted)
             second = self.module("mps_control", dict(wanted, restart=False))
-            client = self.client({"CUDA_MPS_PIPE_DIRECTORY": PIPE + "/shared/quarter",
+            pipe = (second.get("pipe_directories") or {}).get("shared", {}).get(namespace)
+            self.check("v3_namespace_created_capped_and_read_back",
+                       first.get("changed") and not second.get("changed") and bool(pipe),
+                       commands=first.get("commands"), pipe_directory=pipe)
+            client = self.client({"CUDA_MPS_PIPE_DIRECTORY": pipe or PIPE,
                                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}, "v3 namespace 25%, asks 100%")
-            self.record_verbs(3, prefix="v3:")
             expected = half_rounded_down(device_sms, 25)
-            self.check("v3_namespace_caps_the_client",
-                       first.get("changed") and not second.get("changed")
-                       and client["multiprocessor_count"] == expected,
+            self.check("v3_namespace_caps_the_client", client["multiprocessor_count"] == expected,
                        client_sms=client["multiprocessor_count"], expected=expected)
+            env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe or PIPE)
+            env.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", None)
+            holder = subprocess.Popen([sys.executable, "-c", HOLDING_CLIENT, "120"], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            attached = holder.stdout.readline().strip() == "attached"
+            info = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG, "servers": ["shared"]})
+            listed = [c for c in info["state"].get("clients") or [] if c.get("pid") == holder.pid]
+            busy = self.module("mps_control", dict(wanted, restart=False, namespaces=[
+                {"server": "shared", "name": namespace, "active_thread_percentage": 30}]), expect_failure=True)
+            self.check("v3_client_listed_and_its_namespace_not_changed_while_attached",
+                       attached and bool(listed) and listed[0].get("namespace") == namespace
+                       and busy.get("failure") == "namespace_busy" and not busy.get("commands"),
+                       clients=info["state"].get("clients"), refusal=busy.get("msg"))
+            self.record_verbs(3, prefix="v3:")
+            holder.terminate()
+            holder.wait(timeout=60)
+            gone = self.module("mps_control", dict(wanted, restart=False, namespaces=[
+                {"server": "shared", "name": namespace, "state": "absent"}]))
+            after = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG, "servers": ["shared"]})
+            names = [r["namespace"] for r in after["state"]["namespaces"].get("shared", [])]
+            self.check("v3_namespace_deleted", gone.get("changed") and namespace not in names, namespaces=names)
         except CheckFailed as exc:
-            self.check("v3_namespace_caps_the_client", False, error=str(exc))
+            self.check("v3_namespaces", False, error=str(exc))
+        finally:
+            if holder is not None and holder.poll() is None:
+                holder.kill()
 
     def finish(self, error=None):
         if error:

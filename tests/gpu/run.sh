@@ -9,7 +9,13 @@
 # active thread percentage of 50, runs a CUDA client that asks for 100% through
 # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, checks that the client sees half the SMs
 # (rounded down), stops the daemon with the module and checks nothing is left.
-# Under MPS v3 (r615+) it also checks a namespace cap; without v3 it says so.
+# Under MPS v3 (r615+: `nvidia-cuda-mps-control -p 3 namespace --help` lists create,
+# delete, get, list and set) it restarts the daemon with the gpu-fractioning fork's
+# configuration and drives every namespace verb through the modules as the fork's
+# mpsd sends them: create and cap a namespace, read its pipe directory back, a
+# client capped there, listed while attached and its namespace refused a change
+# meanwhile, a name the daemon refuses refused first, delete; without v3 it says
+# so plainly and runs the classic check only.
 # It records the raw output of every MPS verb the modules use, to replace the
 # (unverified) formats in plugins/module_utils/mps.py.
 #

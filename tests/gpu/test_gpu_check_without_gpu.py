@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -82,12 +83,17 @@ def dry_run(tmp_path, branch):
     for path in ("usr/share/nvidia-standin/driver.json", "run/nvidia-standin/loaded.json"):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(driver)
+    # a short work folder, as on a real node: MPS namespace pipe directories fit in 83 characters
+    work = tempfile.mkdtemp(prefix="smshare-gpu-")
     env = dict(os.environ, PATH="%s:%s" % (STANDIN, os.environ["PATH"]), NVIDIA_STANDIN_ROOT=str(root),
                PYTHONPATH=str(REPO / "tests" / "gpu" / "standin_torch"), SMSHARE_GPU_PYTHON=sys.executable,
-               SMSHARE_GPU_WORK=str(tmp_path / "work"))
+               SMSHARE_GPU_WORK=work)
     env.pop("OUT", None)
-    proc = subprocess.run(["bash", str(RUN), str(tmp_path / "evidence")], env=env, capture_output=True,
-                          text=True, timeout=400, check=False)
+    try:
+        proc = subprocess.run(["bash", str(RUN), str(tmp_path / "evidence")], env=env, capture_output=True,
+                              text=True, timeout=400, check=False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return proc, json.loads((tmp_path / "evidence" / "gpu-evidence.json").read_text())
 
 
@@ -97,10 +103,15 @@ def test_dry_run_on_standins_with_mps_v3(tmp_path):
     checks = record["checks"]
     assert checks["client_gets_half_the_sms_despite_override"]["client_sms"] == 54
     assert checks["v3_namespace_caps_the_client"]["client_sms"] == 27
-    assert checks["stopped_nothing_left"]["passed"]
-    assert record["recordings"]["v3:namespace_list"]["parse_error"] is None
-    assert record["recordings"]["v3:namespace_list_table"]["parse_error"] is None  # the guide's query
-    assert record["recordings"]["v3:namespace_list_table"]["argv"][:2] == ["-p", "3"]
+    for name in ("v3_bad_name_refused_before_any_call", "v3_namespace_created_capped_and_read_back",
+                 "v3_client_listed_and_its_namespace_not_changed_while_attached", "v3_namespace_deleted",
+                 "stopped_nothing_left"):
+        assert checks[name]["passed"], (name, checks[name])
+    recordings = record["recordings"]
+    for verb in ("namespace_help", "namespace_list", "namespace_get_pipe_directory", "client_list"):
+        assert recordings["v3:" + verb]["parse_error"] is None, (verb, recordings["v3:" + verb])
+    assert recordings["v3:namespace_list"]["argv"] == ["-p", "3", "namespace", "list", "--server=shared"]  # the guide's
+    assert recordings["v3:seed_namespace_list"]["rc"] == 0
 
 
 def test_dry_run_on_standins_without_mps_v3(tmp_path):

@@ -23,10 +23,19 @@ def test_default_percentage_and_pinned_limit(host):
 
 
 def test_namespaces_of_the_shared_server(host):
+    """The guide's query; the table's first line is a header, then name, percentage, pinned limit."""
     cmd = host.run("CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps nvidia-cuda-mps-control -p 3 "
-                   "namespace list --server=shared --format=csv,noheader")
-    rows = [[c.strip() for c in line.split(",")] for line in cmd.stdout.splitlines()]
-    assert cmd.rc == 0 and {r[0]: r[1] for r in rows} == {"default": "10", "pod-a": "50"}
+                   "namespace list --server=shared")
+    rows = [line.split() for line in cmd.stdout.splitlines()[1:]]
+    assert cmd.rc == 0 and {r[0]: r[1:] for r in rows} == {"default": ["10.00", "unlimited"],
+                                                           "pod_a": ["50.00", "unlimited"]}
+
+
+def test_the_namespace_pipe_directory_is_where_the_daemon_says(host):
+    cmd = host.run("CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps nvidia-cuda-mps-control -p 3 "
+                   "namespace get pod_a shared pipe_directory")
+    assert cmd.rc == 0 and cmd.stdout.strip() == "/run/nvidia-mps/shared/pod_a"
+    assert host.file("/run/nvidia-mps/shared/pod_a/control").is_socket
 
 
 def test_started_once(host):

@@ -3,8 +3,11 @@
 localhost, with the stand-in nvidia-smi and nvidia-cuda-mps-control on PATH."""
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,15 +45,16 @@ def standin(tmp_path):
         "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
         "ANSIBLE_NOCOLOR": "1",
     })
-    mps_root = tmp_path / "mps"
-    mps_root.mkdir()
+    # short, as on a node: the daemon's namespace sockets must fit in 83 characters below it
+    mps_root = Path(tempfile.mkdtemp(prefix="smshare-mps-"))
     yield {"root": root, "env": env, "mps_root": mps_root, "tmp": tmp_path}
     # never leave a daemon behind, whatever the test did
-    for pid_file in tmp_path.rglob("nvidia-cuda-mps-control.pid"):
+    for pid_file in mps_root.rglob("nvidia-cuda-mps-control.pid"):
         try:
             os.kill(int(pid_file.read_text()), signal.SIGTERM)
         except (ValueError, OSError):
             pass
+    shutil.rmtree(mps_root, ignore_errors=True)
 
 
 def playbook(standin, name, extra_vars, check=False):
@@ -110,7 +114,7 @@ def running_daemon(standin):
     config = standin["mps_root"] / "mps.toml"
     config.write_text('schema_version = "1.0"\n[servers.shared]\nuid = 0\n'
                       '[servers.shared.namespaces.default]\nactive_thread_percentage = "10"\n'
-                      '[servers.shared.namespaces.pod-a]\nactive_thread_percentage = "50"\n')
+                      '[servers.shared.namespaces.pod_a]\nactive_thread_percentage = "50"\n')
     proc = standin_mps(standin, ["-d", "-p", "3", "-m", "-a", str(config)])
     assert proc.returncode == 0, proc.stderr
     return standin
@@ -131,20 +135,22 @@ def host_state(standin):
         files[str(path)] = entry
     settings = standin_mps(standin, [], stdin="get_default_active_thread_percentage\n"
                            "get_default_device_pinned_mem_limit 0\n").stdout
-    namespaces = standin_mps(standin, ["-p", "3", "namespace", "list", "--server=shared", "--format=csv"]).stdout
+    namespaces = standin_mps(standin, ["-p", "3", "namespace", "list", "--server=shared"]).stdout
     return files, settings, namespaces, sorted(daemon_pids(standin["mps_root"]))
 
 
 def ns(**changes):
-    return dict({"server": "shared", "name": "pod-b", "active_thread_percentage": 25}, **changes)
+    return dict({"server": "shared", "name": "pod_b", "active_thread_percentage": 25}, **changes)
 
 
 # (id, mps_control args, failure, words in the message); {root} is the MPS root
 BAD_INPUT = [
     ("pct_101", {"default_active_thread_percentage": 101}, "bad_input", "between 1 and 100"),
     ("ns_pct_0", {"namespaces": [ns(active_thread_percentage=0)]}, "bad_input", "between 1 and 100"),
-    ("ns_name_comma", {"namespaces": [ns(name="pod,b")]}, "bad_input", "must not contain ','"),
-    ("ns_name_newline", {"namespaces": [ns(name="pod-b\nquit")]}, "bad_input", "control characters"),
+    ("ns_name_team_A", {"namespaces": [ns(name="team-A")]}, "bad_input", "lower-case letters, digits and '_' only"),
+    ("ns_name_comma", {"namespaces": [ns(name="pod,b")]}, "bad_input", "lower-case letters"),
+    ("ns_pipe_dir_too_long", {"namespaces": [ns(name="p" * 70)]}, "bad_input", "over the 83"),
+    ("ns_name_newline", {"namespaces": [ns(name="pod_b\nquit")]}, "bad_input", "control characters"),
     ("server_dash", {"namespaces": [ns(server="--help")]}, "bad_input", "start with '-'"),
     ("pipe_dir_relative", {"pipe_directory": "run/nvidia-mps"}, "bad_input", "absolute path"),
     ("pipe_dir_dotdot", {"pipe_directory": "{root}/new/../pipe"}, "bad_input", "normalised"),
@@ -158,7 +164,7 @@ BAD_INPUT = [
      "bad_input", "exists on this host"),
     ("config_missing", {"config_file": "{root}/nosuch.toml"}, "bad_input", "existing file"),
     ("unknown_server", {"default_active_thread_percentage": 30, "namespaces": [ns(server="other")]},
-     "unknown_server", "the daemon has shared"),
+     "unknown_server", "has shared. Nothing was changed"),
     ("unknown_gpu", {"default_pinned_mem_limits": {"5": "40G"}}, "unknown_gpu", "GPU 5"),
     ("mismatch", {"multiuser": False, "default_active_thread_percentage": 30}, "mismatch",
      "multiuser True (wanted False)"),
@@ -202,7 +208,8 @@ def test_standin_answers_v3_verbs_only_with_protocol_3(running_daemon):
     with_p3 = standin_mps(running_daemon, ["-p", "3"] + guide)
     assert with_p3.returncode == 0, with_p3.stderr
     rows = mps.parse_namespace_table(with_p3.stdout)
-    assert [(r["namespace"], r["active_thread_percentage"]) for r in rows] == [("default", 10), ("pod-a", 50)]
+    assert [(r["namespace"], r["active_thread_percentage"]) for r in rows] == [("default", 10), ("pod_a", 50)]
+    assert all(r["pinned_memory_limit_mib"] is None for r in rows)   # the guide's `unlimited`
     by_variable = standin_mps(running_daemon, guide, env={"CUDA_MPS_PROTOCOL_VERSION": "3"})
     assert by_variable.returncode == 0 and by_variable.stdout == with_p3.stdout
     # a protocol 2 daemon refuses v3 verbs even with -p 3 (mps_info names it daemon_not_v3)
@@ -252,3 +259,31 @@ def test_gpu_info_names_driver_failures(standin, loaded, failure):
         write_json(loaded_file, loaded)
     rc, results = playbook(standin, "gpu_info.yml", {"gpu_expect_gpus": 2, "gpu_expect_sms": 108})
     assert rc == 2 and results[0]["failure"] == failure, results[0]
+
+
+def test_a_namespace_with_an_attached_client_is_not_changed(running_daemon):
+    """MPS refuses `namespace set` and `delete` while a client is attached: mps_control reads the client
+    list and refuses first, naming the client; once it is gone the change goes through."""
+    pipe = running_daemon["mps_root"] / "pipe"
+    env = dict(running_daemon["env"], CUDA_MPS_PIPE_DIRECTORY=str(pipe / "shared" / "pod_a"))
+    holder = subprocess.Popen([sys.executable, str(REPO / "lab" / "standin" / "testimage" / "gpuview.py"), "hold",
+                               "60"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        attached = json.loads(holder.stdout.readline())
+        assert attached["active_thread_percentage"] == 50
+        change = {"mps_root": str(running_daemon["mps_root"]),
+                  "mps_input": {"multiuser": True, "config_file": str(running_daemon["mps_root"] / "mps.toml"),
+                                "namespaces": [{"server": "shared", "name": "pod_a", "active_thread_percentage": 30}]}}
+        before = host_state(running_daemon)
+        rc, results = playbook(running_daemon, "mps_converge.yml", change)
+        assert rc == 2 and results[-1]["failure"] == "namespace_busy", results[-1]
+        assert "pod_a on server shared has 1 client attached (%d " % attached["pid"] in results[-1]["msg"]
+        assert results[-1]["commands"] == [] and host_state(running_daemon)[1:] == before[1:]
+    finally:
+        holder.terminate()
+        holder.wait(timeout=30)
+    rc, results = playbook(running_daemon, "mps_converge.yml", change)
+    assert rc == 0 and results[-1]["changed"], results[-1]
+    assert [c["cmd"][1:] for c in results[-1]["commands"]] == [
+        ["-p", "3", "namespace", "set", "pod_a", "--server=shared", "--active-thread-percentage=30"]]
+    assert results[-1]["pipe_directories"] == {"shared": {"pod_a": str(pipe / "shared" / "pod_a")}}
