@@ -219,6 +219,12 @@ def expected_percentage(portion):
     return max(1, int(math.floor(portion * 100 + EPSILON)))
 
 
+def accepted_percentages(portion):
+    """What a fork may make of a portion: rounded down (the newest fractiond) or to the
+    nearest (db0ba2ec); which one the pinned af0544e does is in no source."""
+    return sorted(set([expected_percentage(portion), max(1, int(math.floor(portion * 100 + 0.5)))]))
+
+
 def expected_memory_mib(gpu_memory_mib, fraction, reserved_mib=DEFAULT_RESERVED_GPU_MEMORY_MIB):
     """The guide's check 2: N = (GPU memory in MiB - 1024) x fraction, the binder's memory request
     (usable memory x portion, rounded down), also the pinned limit fractiond injects."""
@@ -466,10 +472,10 @@ def check_injection(node, decisions, envs, fraction=None, gpu_memory_mib=None,
                 problems.append("%s: %s not injected" % (who, name))
         portion = d["portion"] if d["portion"] is not None else fraction
         if ENV_PERCENTAGE in env and portion is not None:
-            pct = expected_percentage(portion)
-            if env[ENV_PERCENTAGE].strip() != str(pct):
-                problems.append("%s: %s=%s, expected %d for portion %g" % (who, ENV_PERCENTAGE, env[ENV_PERCENTAGE],
-                                                                           pct, portion))
+            accepted = accepted_percentages(portion)
+            if env[ENV_PERCENTAGE].strip() not in [str(p) for p in accepted]:
+                problems.append("%s: %s=%s, expected %s for portion %g" % (
+                    who, ENV_PERCENTAGE, env[ENV_PERCENTAGE], " or ".join(str(p) for p in accepted), portion))
         cap = wanted_mib if wanted_mib is not None else d["memory_limit_mib"]
         if ENV_PINNED in env and cap is not None and env[ENV_PINNED].strip() != "0=%dM" % cap:
             how = ("(%d MiB - %d) x %g" % (gpu_memory_mib, reserved_mib, fraction) if wanted_mib is not None
@@ -528,10 +534,11 @@ def check_mps(node, decisions, pods, namespaces, command, default_percentage=MPS
             continue
         evidence["pods"][d["pod"]] = row
         if d["portion"] is not None:
-            pct = expected_percentage(d["portion"])
-            if abs(row["active_thread_percentage"] - pct) > EPSILON:
-                problems.append("%s: namespace %s at %.2f, expected %.2f" % (
-                    d["pod"], row["namespace"], row["active_thread_percentage"], pct))
+            accepted = accepted_percentages(d["portion"])
+            if not any(abs(row["active_thread_percentage"] - p) <= EPSILON for p in accepted):
+                problems.append("%s: namespace %s at %.2f, expected %s" % (
+                    d["pod"], row["namespace"], row["active_thread_percentage"],
+                    " or ".join("%.2f" % p for p in accepted)))
     default = [r for r in namespaces if r["namespace"] == MPS_DEFAULT_NAMESPACE]
     if not default:
         problems.append("the server lists no %s namespace" % MPS_DEFAULT_NAMESPACE)

@@ -130,6 +130,12 @@ def test_expected_percentage(portion, pct):
     assert st.expected_percentage(portion) == pct
 
 
+@pytest.mark.parametrize("portion, accepted", [(0.5, [50]), (0.336, [33, 34]), (0.125, [12, 13]), (0.001, [1])])
+def test_rounding_either_way_is_accepted(portion, accepted):
+    """The newest fractiond floors, db0ba2ec rounds; the pinned commit's choice is in no source."""
+    assert st.accepted_percentages(portion) == accepted
+
+
 def test_parse_env_recorded():
     env = st.parse_env(fixture("env-smoke-a.txt"))
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
