@@ -6,11 +6,15 @@ own stand-in fork repositories (lab/standin/forks/make-forks.sh) and the lab's
 stand-in docker CLI (lab/standin/docker) on the build host's PATH with its own
 state: these tests do not need the whole lab.
 """
+import dataclasses
 import json
 import os
+import platform
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,6 +32,10 @@ KAI_SERVICES = ["podgrouper", "scheduler", "binder", "resourcereservation", "sna
                 "admission", "operator", "time-based-fairshare-simulator", "numa-placement-exporter",
                 "helm-hooks"]
 FRAC_IMAGES = ["operator", "mpsd", "fractiond", "metricsd"]
+# The build host's platform as KAI-Scheduler's Makefile derives it (uname -m, x86_64 -> amd64,
+# aarch64 -> arm64): the role's default for KAI-Scheduler.
+HOST_PLATFORM = "linux/" + {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+BOTH = ["linux/amd64", "linux/arm64"]
 
 
 def base_env():
@@ -40,16 +48,89 @@ def base_env():
     return env
 
 
+def _add_host_name_to_certificate(state, name):
+    """Re-sign the registry's server certificate (lab/registry.sh keeps an existing one)
+    with this machine's host name beside 127.0.0.1 and localhost."""
+    srv = state / "server"
+    (srv / "ext.cnf").write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{name}\n"
+                                 "extendedKeyUsage=serverAuth\n")
+    for argv in (["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(srv / "tls.key"),
+                  "-out", str(srv / "tls.csr"), "-subj", "/CN=127.0.0.1"],
+                 ["openssl", "x509", "-req", "-in", str(srv / "tls.csr"), "-CA", str(state / "ca.crt"),
+                  "-CAkey", str(srv / "ca.key"), "-CAserial", str(srv / "ca.srl"), "-days", "30",
+                  "-extfile", str(srv / "ext.cnf"), "-out", str(srv / "tls.crt")]):
+        subprocess.run(argv, check=True, capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def image_registry(tmp_path_factory):
+    """The registry on 127.0.0.1; its certificate also names this machine (see registry_by_name)."""
     state = tmp_path_factory.mktemp("registry")
     script = REPO / "lab" / "registry.sh"
     env = dict(base_env(), SMSHARE_REGISTRY_PORT="0")
-    up = subprocess.run(["bash", str(script), "up", str(state)], env=env, text=True, capture_output=True,
-                        check=False)
-    assert up.returncode == 0, up.stdout + up.stderr
+
+    def registry(action):
+        proc = subprocess.run(["bash", str(script), action, str(state)], env=env, text=True, capture_output=True,
+                              check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    registry("up")
+    _add_host_name_to_certificate(state, socket.gethostname())
+    registry("down")
+    registry("up")
     yield Registry.from_state_dir(state)
     subprocess.run(["bash", str(script), "down", str(state)], env=env, capture_output=True, check=False)
+
+
+def _forward(listener, target):
+    """Relay every connection to `listener` to `target` (TLS passes through untouched)."""
+    def pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    while True:
+        try:
+            client, _addr = listener.accept()
+        except OSError:
+            return
+        upstream = socket.create_connection(target)
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=pipe, args=(src, dst), daemon=True).start()
+
+
+@pytest.fixture(scope="session")
+def registry_by_name(image_registry):
+    """The same registry under this machine's host name (host:port, no localhost in it), as a
+    build host reaches a registry over the network: the role lets a docker-container builder
+    push there. Where the name resolves to another local address than 127.0.0.1, a relay on
+    that address forwards to the registry."""
+    name = socket.gethostname()
+    host, port = image_registry.address.rsplit(":", 1)
+    try:
+        address = socket.gethostbyname(name)
+    except OSError as exc:
+        pytest.skip(f"this machine's host name {name} does not resolve ({exc})")
+    if address == host:
+        yield dataclasses.replace(image_registry, address=f"{name}:{port}")
+        return
+    listener = socket.socket()
+    try:
+        listener.bind((address, 0))
+    except OSError as exc:
+        pytest.skip(f"this machine's host name {name} resolves to {address}, which is not local ({exc})")
+    listener.listen(16)
+    threading.Thread(target=_forward, args=(listener, (host, int(port))), daemon=True).start()
+    yield dataclasses.replace(image_registry, address=f"{name}:{listener.getsockname()[1]}")
+    listener.close()
 
 
 @pytest.fixture(scope="session")

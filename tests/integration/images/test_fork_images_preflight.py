@@ -25,7 +25,7 @@ VALID = {
 }
 KAI_URL = "https://github.com/kai-scheduler/KAI-Scheduler.git"
 
-# (variable set, bad value, words the message must hold)
+# (variable set, bad value, words the message must hold[, other variables the row sets])
 CASES = [
     # control characters and line breaks, wherever they would reach a file, an argv or stdin
     ("fork_images_kai_scheduler_commit", "44d1d0a966465c69b1fd0d24b40b9a1ebb73699e\n", ["full 40-character"]),
@@ -103,8 +103,13 @@ CASES = [
     # credentials: never empty; the pair is checked on the real play (unset cannot be set here)
     ("fork_images_registry_password", "", ["non-empty password", "leave both unset rather than empty"]),
     ("fork_images_registry_username", "", ["must be a user name"]),
-    # one platform per fork without pushing
-    ("fork_images_push", False, ["exactly one with fork_images_push=false"]),
+    # one platform per fork without pushing: KAI's default (the host's platform) is one, so it
+    # takes two asked platforms (a multi-platform image cannot be loaded into the daemon)
+    ("fork_images_kai_scheduler_platforms", ["linux/amd64", "linux/arm64"],
+     ["exactly one with fork_images_push=false", "cannot be loaded into the local Docker daemon",
+      "fork_images_push=true"], {"fork_images_push": False}),
+    ("fork_images_gpu_fractioning_platforms", ["linux/amd64", "linux/arm64"],
+     ["exactly one with fork_images_push=false"], {"fork_images_push": False}),
 ]
 
 PLAY_HEAD = """
@@ -150,7 +155,8 @@ def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("preflight")
     valid = root / "valid.json"
     valid.write_text(json.dumps(VALID))
-    rows = [{name: value} for name, value, _words in CASES] + [{}]      # the last row: all valid
+    rows = [dict(case[3] if len(case) > 3 else {}, **{case[0]: case[1]}) for case in CASES]
+    rows += [{}, {"fork_images_push": False}]      # the last rows: all valid, and not pushing (the host's platform)
     play = root / "play.yml"
     play.write_text(PLAY_HEAD.format(valid=valid) + "".join(ROW.format(n=n, row=json.dumps(row))
                                                             for n, row in enumerate(rows)) + PLAY_TAIL)
@@ -169,12 +175,18 @@ def test_a_valid_configuration_passes(outcomes):
     assert outcomes[str(len(CASES))] == "PASSED"
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=["%s=%r" % (c[0], c[1])[:70] for c in CASES])
+def test_not_pushing_passes_with_the_default_platforms(outcomes):
+    """KAI-Scheduler's default is the build host's one platform: loadable into the daemon."""
+    assert outcomes[str(len(CASES) + 1)] == "PASSED"
+
+
+@pytest.mark.parametrize("index", range(len(CASES)),
+                         ids=["%s=%r%s" % (c[0], c[1], " +%s" % c[3] if len(c) > 3 else "")[:90] for c in CASES])
 def test_each_bad_value_is_refused_clearly(outcomes, index):
-    name, _value, words = CASES[index]
+    name, _value, words = CASES[index][:3]
     msg = " ".join(outcomes[str(index)].split())
     assert msg != "PASSED", "%s was accepted" % name
-    assert name in msg or name == "fork_images_push", msg
+    assert name in msg, msg
     for word in words:
         assert word in msg, (word, msg)
     assert "Nothing was changed" in msg

@@ -4,9 +4,11 @@ real registry (TLS + htpasswd), the stand-in fork repositories and the stand-in
 docker CLI.
 
 The module-scoped scenario goes: check mode on a fresh host, first run at -vvv
-(all 19 images built and pushed, KAI-Scheduler for two platforms as the guide
-builds it), second run (nothing built); the failure cases then run against
-that state, each with its own tag where it would build.
+(all 19 images built and pushed, KAI-Scheduler for the build host's platform
+as the guide's make build builds it, with the current docker-driver builder),
+second run (nothing built); the failure cases then run against that state,
+each with its own tag where it would build. Several platforms through a
+docker-container builder: test_fork_images_multiplatform.py.
 """
 import base64
 import json
@@ -16,10 +18,9 @@ import subprocess
 
 import pytest
 
-from conftest import FRAC_IMAGES, KAI_SERVICES, ForkImages, registry_client
+from conftest import BOTH, FRAC_IMAGES, HOST_PLATFORM, KAI_SERVICES, ForkImages, registry_client
 
 pytestmark = pytest.mark.slow
-BOTH = ["linux/amd64", "linux/arm64"]
 
 
 @pytest.fixture(scope="module")
@@ -77,25 +78,26 @@ def test_first_run_builds_what_the_guide_builds_and_verifies_each_fork(scenario,
     assert [(r["fork"], r["goals"], r["vars"], r["env"]) for r in records] == [
         ("gpu-fractioning", ["docker-build", "docker-push"],
          {"DOCKER_REPO_BASE": base + "/kai-gpu-fractioning", "VERSION": tag, "PLATFORM": "linux/amd64"}, {}),
+        # the guide's make build: no DOCKER_BUILD_PLATFORM, the Makefile builds the host's platform
         ("KAI-Scheduler", ["build"],
-         {"DOCKER_REPO_BASE": base + "/kai-scheduler", "DOCKER_TAG": tag, "DOCKER_BUILD_PLATFORM": "linux/amd64,linux/arm64",
-          "DOCKER_BUILDX_ADDITIONAL_ARGS": "--push"}, {}),
+         {"DOCKER_REPO_BASE": base + "/kai-scheduler", "DOCKER_TAG": tag, "DOCKER_BUILDX_ADDITIONAL_ARGS": "--push"},
+         {}),
     ]
     assert records[0]["commit"] == scenario.forks["gpu_fractioning"]["commit"]
     assert records[1]["commit"] == scenario.forks["kai_scheduler"]["commit"]
     assert git(scenario.workdir / "KAI-Scheduler", "rev-parse", "HEAD").strip() == scenario.forks["kai_scheduler"]["commit"]
-    # The stand-in engine had no arm64 emulation: the role installed it once.
-    assert "run --privileged --rm tonistiigi/binfmt --install arm64" in scenario.docker_calls()
+    # The host's platform needs no emulation: nothing was installed, no builder created or used.
+    assert not [c for c in scenario.docker_calls() if c.startswith(("run ", "buildx create", "buildx use"))]
 
     client = registry_client(scenario.registry)
     infos = {i["image"]: i for i in (client.image_info(ref, BOTH) for ref in scenario.refs(tag))}
     assert len(infos) == 19 and all(i["exists"] for i in infos.values())
     for ref, info in infos.items():
-        assert info["platforms"] == (BOTH if "/kai-scheduler/" in ref else ["linux/amd64"]), ref
+        assert info["platforms"] == ([HOST_PLATFORM] if "/kai-scheduler/" in ref else ["linux/amd64"]), ref
 
     manifest = json.loads(scenario.manifest.read_text())
     assert manifest["tag"] == tag
-    assert manifest["platforms"] == {"kai_scheduler": BOTH, "gpu_fractioning": ["linux/amd64"]}
+    assert manifest["platforms"] == {"kai_scheduler": [HOST_PLATFORM], "gpu_fractioning": ["linux/amd64"]}
     assert manifest["commits"] == {"kai_scheduler": scenario.forks["kai_scheduler"]["commit"],
                                    "gpu_fractioning": scenario.forks["gpu_fractioning"]["commit"]}
     assert sorted((e["fork"], e["service"]) for e in manifest["images"]) == sorted(
@@ -107,7 +109,7 @@ def test_first_run_builds_what_the_guide_builds_and_verifies_each_fork(scenario,
         assert entry["platforms"] == live["platforms"]
 
     log = scenario.workdir / "logs" / f"KAI-Scheduler-{tag}.log"
-    assert log.exists() and ">>> building helm-hooks (linux/amd64,linux/arm64)" in log.read_text()
+    assert log.exists() and f">>> building helm-hooks ({HOST_PLATFORM})" in log.read_text()
     assert str(log) in first_run.output
 
 
@@ -207,25 +209,6 @@ def test_wrong_sha_fails_naming_it(scenario, second_run):
     assert len(scenario.records()) == 2
 
 
-def test_images_missing_or_short_of_a_platform_after_the_build_are_named(scenario, second_run):
-    """gpu-fractioning's mpsd never arrives and KAI-Scheduler silently builds
-    amd64 only: each fork is held to its own platforms."""
-    before = scenario.manifest.read_text()
-    outcome = scenario.play(fork_images_tag="short-1",
-                            extra_env={"STANDIN_SKIP_PUSH": "kai-gpu-fractioning/mpsd",
-                                       "STANDIN_ONLY_PLATFORMS": "linux/amd64"})
-    assert outcome.rc != 0
-    base = scenario.registry.address + "/kai-fork"
-    text = flat(outcome)
-    assert "16 of 19 images are missing or lack a platform" in text
-    assert f"{base}/kai-gpu-fractioning/mpsd:short-1 (not in the registry)" in text
-    assert f"{base}/kai-scheduler/binder:short-1 (lacks linux/arm64)" in text
-    assert f"{base}/kai-gpu-fractioning/operator:short-1" not in text
-    assert scenario.manifest.read_text() == before
-    # it logged in again with the same credentials: the auth file did not change, and the role says so
-    assert "stored credentials unchanged" in text
-
-
 def test_failed_make_reports_the_log(scenario, second_run, tmp_path):
     outcome = scenario.play(fork_images_tag="fail-1", extra_env={"STANDIN_CERT_DIR": str(tmp_path)})
     assert outcome.rc != 0
@@ -263,8 +246,11 @@ SECRET = "Tok3n-in-the-url-5e1"
                                              "fork_images_registry_password is unset"]),
     ({"fork_images_build_environment": {"GOPROXY": f"https://{SECRET}@proxy\n"}}, [],
      ["fork_images_build_environment", "values not shown"]),
+    ({"fork_images_push": False, "fork_images_kai_scheduler_platforms": BOTH}, [],
+     ["fork_images_kai_scheduler_platforms", "exactly one with fork_images_push=false",
+      "cannot be loaded into the local Docker daemon"]),
 ], ids=["registry-unset", "registry-credentials", "clone-url-token", "short-sha", "empty-password",
-        "half-credentials", "env-newline"])
+        "half-credentials", "env-newline", "two-platforms-without-push"])
 def test_bad_input_stops_the_real_play_before_anything_changes(scenario, second_run, tmp_path, overrides, drop,
                                                                words):
     """Through the real entry point (playbooks/images.yml): nothing cloned,
@@ -301,3 +287,27 @@ def test_failed_login_is_a_failure_that_builds_nothing(scenario, tmp_path):
                    scenario.token):
         assert secret not in outcome.output
     assert not (scenario.workdir / ".build-env").exists()
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
+def test_two_kai_platforms_on_the_docker_driver_builder_are_refused_before_anything_changes(
+        scenario, second_run, tmp_path, check):
+    """The current builder is "default" (docker driver), which cannot build
+    several platforms: refused after the registry lookup (which says KAI would
+    be built) and before the clones, login, QEMU or any make."""
+    calls = len(scenario.docker_calls())
+    records = len(scenario.records())
+    auth = scenario.auth_file.read_bytes()
+    args = ("--check",) if check else ()
+    outcome = scenario.play(*args, fork_images_tag="docker-two-1", fork_images_kai_scheduler_platforms=BOTH,
+                            fork_images_workdir=str(tmp_path / "untouched"))
+    assert outcome.rc != 0
+    text = flat(outcome)
+    assert 'fork_images_kai_scheduler_platforms=["linux/amd64", "linux/arm64"]' in text
+    assert "current buildx builder default, whose driver docker cannot build several platforms" in text
+    assert "docker-container builder current" in text and "Nothing was changed" in text
+    assert not (tmp_path / "untouched").exists()                            # nothing cloned
+    assert scenario.docker_calls()[calls:] == ["buildx ls", "buildx inspect"]
+    assert len(scenario.records()) == records and scenario.auth_file.read_bytes() == auth
+    client = registry_client(scenario.registry)
+    assert not any(client.image_info(ref)["exists"] for ref in scenario.refs("docker-two-1"))

@@ -12,12 +12,25 @@
 #   standin-image.sh push   REF                 (local storage -> registry)
 #   standin-image.sh buildx REF PLATFORMS PUSH  (PUSH: --push or empty)
 #
+# buildx runs in a builder as docker buildx does: BUILDX_BUILDER, else the
+# current builder of the stand-in docker CLI's state (lab/standin/docker/docker:
+# $STANDIN_DOCKER_STATE/state.json, else ../forks/docker/state.json beside the
+# folder of the `docker` on PATH; no state: "default", docker driver). Then:
+#  - docker driver: one platform is built (and pushed with --push, else kept in
+#    local storage: "loaded into the daemon"); several fail with buildx's
+#    "ERROR: Multi-platform build is not supported for the docker driver." (exit 1);
+#  - docker-container (or kubernetes, remote): without --push nothing is kept
+#    anywhere, buildx's "No output specified with docker-container driver"
+#    warning, exit 0; with --push to a registry on localhost/127.*/[::1] the
+#    push fails, connection refused (the builder's localhost is its own), exit 1;
+#  - a builder the state does not list: 'ERROR: no builder "NAME" found' (exit 1).
+#
 # Environment: STANDIN_BUILDAH_ROOT (private storage), STANDIN_CERT_DIR (CA for
 # the registry), REGISTRY_AUTH_FILE (credentials written by `login`),
 # STANDIN_SKIP_PUSH (space-separated "<fork>/<service>" whose push silently
 # goes missing, to prove the role's final verification), STANDIN_ONLY_PLATFORMS
 # (buildx builds these platforms whatever it was asked: a build that silently
-# drops an architecture), BUILDX_BUILDER.
+# drops an architecture), BUILDX_BUILDER, STANDIN_DOCKER_STATE.
 set -euo pipefail
 
 buildah_cmd=(buildah)
@@ -91,6 +104,38 @@ build() {  # REF PLATFORMS [manifest]
   return $rc
 }
 
+builder_driver() {  # -> "NAME DRIVER" of the builder buildx would use (DRIVER empty: no such builder)
+  python3 - <<'PY'
+import json, os, shutil
+folder = os.environ.get("STANDIN_DOCKER_STATE")
+if not folder:
+    docker = shutil.which("docker")
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(docker))), "forks", "docker") if docker else ""
+try:
+    with open(os.path.join(folder, "state.json")) as handle:
+        state = json.load(handle)
+except (OSError, ValueError):
+    state = {}
+builders = state.get("builders", [{"name": "default", "driver": "docker"}])
+name = os.environ.get("BUILDX_BUILDER") or state.get("current", "default")
+print(name, next((b["driver"] for b in builders if b["name"] == name), ""))
+PY
+}
+
+local_dial() {  # REF -> the address a push to a registry on localhost dials, or nothing
+  local host=${1%%/*} port
+  case "$host" in
+    localhost|localhost:*|127.*|"[::1]"|"[::1]:"*) ;;
+    *) return 0 ;;
+  esac
+  port=443
+  case "$host" in *:[0-9]*) port=${host##*:}; host=${host%:*} ;; esac
+  case "$host" in
+    localhost) host=127.0.0.1 ;;
+  esac
+  echo "$host:$port"
+}
+
 case "$1" in
   build)
     echo "#1 building $2 for $3"
@@ -103,12 +148,31 @@ case "$1" in
     echo "${2##*:}: pushed"
     ;;
   buildx)
-    ref=$2 platforms=${STANDIN_ONLY_PLATFORMS:-$3} push=${4:-}
-    if [ "${platforms//,/}" != "$platforms" ] && [ -z "$push" ] && [ "${BUILDX_BUILDER:-}" = default ]; then
+    ref=$2 asked=$3 platforms=${STANDIN_ONLY_PLATFORMS:-$3} push=${4:-}
+    read -r builder driver < <(builder_driver)
+    if [ -z "$driver" ]; then
+      echo "ERROR: no builder \"$builder\" found" >&2
+      exit 1
+    fi
+    if [ "$driver" = docker ] && [ "${asked//,/}" != "$asked" ]; then
       echo "ERROR: Multi-platform build is not supported for the docker driver." >&2
       exit 1
     fi
-    echo "#1 [internal] building $ref for $platforms (builder ${BUILDX_BUILDER:-current})"
+    echo "#1 [internal] building $ref for $platforms (builder $builder, driver $driver)"
+    if [ "$driver" != docker ]; then
+      if [ "$push" != --push ]; then
+        # The result stays in the builder's cache: no image in local storage or the registry.
+        echo "WARNING: No output specified with $driver driver. Build result will only remain in the build cache. To push result image into registry use --push or to load image into docker use --load" >&2
+        exit 0
+      fi
+      dial=$(local_dial "$ref")
+      if [ -n "$dial" ]; then
+        name=${ref%:*} tag=${ref##*:}
+        echo "#2 exporting to image: pushing $ref"
+        echo "ERROR: failed to solve: failed to push $ref: failed to do request: Head \"https://${ref%%/*}/v2/${name#*/}/manifests/$tag\": dial tcp $dial: connect: connection refused" >&2
+        exit 1
+      fi
+    fi
     build "$ref" "$platforms" manifest
     if [ "$push" = --push ]; then
       echo "#2 exporting to image: pushing $ref"
