@@ -27,4 +27,4 @@ def test_gpu_modules_scenario():
                           ("idempotence", "Successful"), ("verify", "Successful")):
         assert re.search(r"gpu_modules \S+ %s: Executed: %s" % (phase, result), out), phase
     assert out.count("TASK [It failed for the right reason") == 4
-    assert re.search(r"=+ 5 passed", out), "testinfra did not run all five checks"
+    assert re.search(r"=+ 6 passed", out), "testinfra did not run all six checks"
