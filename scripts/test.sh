@@ -32,36 +32,41 @@ stage_unit() {
   pytest -q tests/unit
 }
 
-# The second lab (instance SMSHARE_LAB_INSTANCE + 5, state in .lab-second/),
-# brought up and down by each session that uses it, runs in the other stream:
-# - the fleet's tests, which cordon, drain and reboot Nodes, break the stand-in
-#   apt repository on purpose and need five GPU nodes (the shared lab's tests
-#   never see that churn);
+# The second lab (state in .lab-second/, the first lab instance no other lab on
+# this machine holds: lab/smshare_lab/instances.py), brought up and down by each
+# session that uses it, runs in the other stream the tests marked `second_lab`:
+# - the fleet's tests (also `lab_fleet`), which cordon, drain and reboot Nodes,
+#   break the stand-in apt repository on purpose and need five GPU nodes (the
+#   shared lab's tests never see that churn);
 # - lab tests that need neither the cluster's converge nor the fork images
 #   (those would be built again there): they leave the lab stream, which is
 #   the longer of the two.
-SECOND_LAB_TESTS=(tests/integration/driver tests/integration/helm tests/integration/queues/test_queues_role.py)
-SECOND_INSTANCE=$(( (SMSHARE_LAB_INSTANCE + 5) % 10 ))
+# Which lab and which stream a test takes is its own marker, never a path here.
 on_second_lab() {
-  SMSHARE_LAB_INSTANCE=$SECOND_INSTANCE SMSHARE_LAB_STATE="$PWD/.lab-second" "$@"
+  SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" "$@"
+}
+# Claim both instances before the streams start (the shared lab's is this
+# clone's own, .lab-instance or 0; refused, naming the holder, if another lab has it).
+claim_instances() {
+  SMSHARE_LAB_INSTANCE=$(lab/labctl instance) || return 1
+  SECOND_INSTANCE=$(SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" lab/labctl instance) || return 1
+  export SMSHARE_LAB_INSTANCE SECOND_INSTANCE
 }
 
 # Each stream its own temp folder: two sessions at once never clean up each other's.
 stage_lab_tests() {
-  local skip=(--ignore=tests/integration/fleet) t
-  for t in "${SECOND_LAB_TESTS[@]}"; do skip+=("--ignore=$t"); done
-  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-lab" -m lab \
-    "${skip[@]}" "${INTEGRATION[@]}"
+  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-lab" -m "lab and not second_lab" \
+    "${INTEGRATION[@]}"
 }
 
 stage_fleet_tests() {
   on_second_lab pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-fleet" \
-    -m lab tests/integration/fleet
+    -m "lab and second_lab and lab_fleet" "${INTEGRATION[@]}"
 }
 
 stage_second_lab_tests() {
   on_second_lab pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-second" \
-    -m lab "${SECOND_LAB_TESTS[@]}"
+    -m "lab and second_lab and not lab_fleet" "${INTEGRATION[@]}"
 }
 
 stage_other_tests() {
@@ -127,6 +132,7 @@ both_streams() {
 
 mkdir -p "$LOGS"
 rm -f "$LOGS"/*.times
+claim_instances || exit 1
 total_start=$SECONDS
 if [ $# -gt 0 ]; then
   run_stream stages "$@"; rc=$?

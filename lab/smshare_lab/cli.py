@@ -10,7 +10,7 @@ import time
 
 from . import build as kbuild
 from . import charts, control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry, test_images
-from . import node_tier
+from . import instances, node_tier
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
 
@@ -18,7 +18,7 @@ FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "inventory", "lab.json", "charts", "test-images", "apt")
+          "inventory", "lab.json", "charts", "test-images", "apt", "instance")
 
 
 def _env_flag(name):
@@ -149,6 +149,7 @@ def cmd_down(args):
     FACTS.unlink(missing_ok=True)
     for name in proc.tracked():   # anything else we started
         proc.stop(name)
+    instances.release(STATE, INSTANCE)   # the number is free for another lab now
     if args.purge:   # only what labctl made: other tools keep their state in .lab/ too
         for name in PURGED:
             path = STATE / name
@@ -219,6 +220,12 @@ def cmd_env(_args):
     return 0
 
 
+def cmd_instance(_args):
+    """The instance this state folder drives (claimed machine-wide: instances.py)."""
+    print(INSTANCE)
+    return 0
+
+
 def cmd_load_image(args):
     if not node_tier.proc.pid_of("containerd"):
         die("the node tier is not running: lab/labctl up --nodes")
@@ -261,6 +268,8 @@ def main(argv):
     p_down.add_argument("--purge", action="store_true", help="also delete labctl's state in .lab/ (PKI, logs, registry data, vault password)")
     sub.add_parser("status", help="table of components; exit 1 when one is down")
     sub.add_parser("env", help="shell exports for kubectl/helm/ansible-playbook against the lab")
+    sub.add_parser("instance", help="the lab instance (0-9) of this state folder, claimed machine-wide "
+                                    "(SMSHARE_LAB_INSTANCE=auto: the first free one)")
     p_load = sub.add_parser("load-image", help="import podman images into the node tier's containerd")
     p_load.add_argument("images", nargs="+", metavar="IMAGE")
     p_build = sub.add_parser("build", help="build and cache the Kubernetes binaries")
@@ -273,7 +282,7 @@ def main(argv):
         parser.error("--gpu-nodes must be 0 or more")
     if os.geteuid() != 0:
         die("the lab needs root (etcd data, iptables, containerd, podman as root)")
-    handler = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env,
+    handler = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env, "instance": cmd_instance,
                "build": cmd_build, "load-image": cmd_load_image}[args.cmd]
     try:
         if args.cmd in ("up", "down", "load-image"):

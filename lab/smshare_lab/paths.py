@@ -5,10 +5,14 @@ Several labs can run on one machine (engineers sharing it, each in a clone of
 their own): SMSHARE_LAB_INSTANCE (0-9, default 0; scripts/env.sh reads it from
 a git-ignored `.lab-instance` file) gives each its own ports (default + 100 x
 instance), container and network names, node-tier folders and pod subnet.
-Instance 0 keeps the plain names and the well-known ports.
+Instance 0 keeps the plain names and the well-known ports. The number is
+claimed machine-wide (instances.py): two labs never hold the same one, and
+SMSHARE_LAB_INSTANCE=auto takes the first free one.
 """
 import os
 from pathlib import Path
+
+from . import instances
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_DIR = ROOT / "lab"
@@ -19,9 +23,14 @@ INVENTORY = ROOT / "inventories" / "lab"
 
 def _instance():
     raw = os.environ.get("SMSHARE_LAB_INSTANCE", "0").strip() or "0"
-    if not raw.isdigit() or not 0 <= int(raw) <= 9:
-        raise SystemExit(f"labctl: SMSHARE_LAB_INSTANCE must be a number from 0 to 9, got {raw!r}")
-    return int(raw)
+    if raw != "auto" and (not raw.isdigit() or not 0 <= int(raw) <= 9):
+        raise SystemExit(f"labctl: SMSHARE_LAB_INSTANCE must be a number from 0 to 9 or auto, got {raw!r}")
+    if os.environ.get("SMSHARE_LAB_NO_CLAIM") == "1":   # unit tests of the names only
+        return 0 if raw == "auto" else int(raw)
+    try:
+        return instances.resolve(STATE, raw)
+    except instances.Taken as exc:
+        raise SystemExit(f"labctl: {exc}")
 
 
 INSTANCE = _instance()

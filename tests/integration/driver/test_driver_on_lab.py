@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.slow]
 
 TAGS = ["driver_preferences", "driver_repo", "driver_pin", "driver_kernel", "driver_install",
         "driver_reboot", "driver_verify", "driver_services"]

@@ -22,7 +22,7 @@ from fleet_helpers import (STATE, NodeWatcher, as_list, finetune_job, fractionin
                            gpu_workloads)
 from lab_helpers import describe, recap
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_fleet(5), pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_fleet(5), pytest.mark.slow]
 
 NAMESPACE = "smshare-fleet-test"
 BROKEN = "615.71.09"

@@ -16,7 +16,7 @@ import yaml
 
 from lab_helpers import describe, recap
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_fleet(2)]
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_fleet(2)]
 
 PLAY = "tests/integration/fleet/playbooks/gpu_operator.yml"
 NAMESPACE = "smshare-gpu-operator-test"

@@ -15,7 +15,7 @@ import yaml
 from helm_test_helpers import (PLAYBOOKS, RECORDER, SHIM, argv_of, copy_charts, read_log,
                                run_playbook)
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 
 NAMESPACE = "smshare-helm-test"
 CLI_NAMESPACE = "smshare-helm-cli"

@@ -1,5 +1,6 @@
 """labctl's pieces that need no running lab (fast, no root needed)."""
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -10,7 +11,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
 
+# the names only: importing must not claim a lab instance (instances.py) for this process
+_claim = os.environ.get("SMSHARE_LAB_NO_CLAIM")
+os.environ["SMSHARE_LAB_NO_CLAIM"] = "1"
 from smshare_lab import build, inventory, node_tier  # noqa: E402
+if _claim is None:
+    del os.environ["SMSHARE_LAB_NO_CLAIM"]
 
 
 @pytest.mark.parametrize("name, text, found", [
@@ -83,7 +89,7 @@ def test_instance_names_and_ports(monkeypatch):
     lab_dir = str(Path(__file__).resolve().parents[3] / "lab")
 
     def names(instance):
-        env = {"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCE": instance}
+        env = {"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCE": instance, "SMSHARE_LAB_NO_CLAIM": "1"}
         return subprocess.run([sys.executable, "-c", script], cwd=lab_dir, env=env, text=True,
                               capture_output=True, check=True).stdout.split()
 
@@ -96,3 +102,28 @@ def test_instance_names_and_ports(monkeypatch):
     bad = subprocess.run([sys.executable, "-c", "import smshare_lab.paths"], cwd=lab_dir, text=True, check=False,
                          capture_output=True, env={"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCE": "12"})
     assert bad.returncode != 0 and "0 to 9" in bad.stderr
+
+
+def test_instances_are_claimed_machine_wide(tmp_path, monkeypatch):
+    """Two labs never hold one instance: a number held by another live lab is refused naming it,
+    auto takes the first free one and keeps it, a stale claim is taken over, down gives it back."""
+    from smshare_lab import instances
+    monkeypatch.setattr(instances, "REGISTRY", tmp_path / "registry")
+    first, second, third = tmp_path / "clone-a" / ".lab", tmp_path / "clone-b" / ".lab", tmp_path / "b" / ".lab-second"
+    assert instances.resolve(first, "0") == 0
+    (first / "lab.json").write_text("{}")           # its lab is up
+    with pytest.raises(instances.Taken) as taken:
+        instances.resolve(second, "0")
+    assert str(first.resolve()) in str(taken.value) and ".lab-instance" in str(taken.value)
+    assert instances.resolve(second, "auto") == 1 and instances.resolve(second, "auto") == 1
+    assert (second / "instance").read_text().strip() == "1"
+    assert instances.resolve(first, "0") == 0      # its own claim again
+    (first / "lab.json").unlink()                  # taken down without releasing, but lately: still held
+    with pytest.raises(instances.Taken):
+        instances.resolve(third, "0")
+    monkeypatch.setattr(instances, "RESERVED_SECONDS", 0)   # hours later: stale
+    assert instances.resolve(third, "0") == 0
+    instances.release(third, 0)
+    assert not (tmp_path / "registry" / "0.json").exists()
+    instances.release(second, 0)                   # not its claim: nothing happens
+    assert (tmp_path / "registry" / "1.json").exists()

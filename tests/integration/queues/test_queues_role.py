@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 from lab_helpers import describe, recap  # noqa: E402
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 PLAY = "playbooks/queues.yml"

@@ -1,0 +1,107 @@
+"""Which lab instance (0-9) a state folder drives, allocated machine-wide so two
+labs on one machine can never take the same one.
+
+Every instance in use has a claim in REGISTRY (/var/lib/smshare-lab/instances,
+outside every clone): `<N>.json` naming the state folder that holds it. A lab
+asks for a number (SMSHARE_LAB_INSTANCE=N, from `.lab-instance` or the
+environment: CI and a lone developer use 0) or for any free one
+(SMSHARE_LAB_INSTANCE=auto, as the test command's second lab does). A claim
+whose state folder no longer holds a lab (no lab.json, and not made in the last
+two hours for a lab about to come up) is stale and taken over;
+one held by another live lab is refused, naming it. `labctl down` gives the
+number back. Stdlib only: paths.py resolves the instance before anything else
+is imported.
+"""
+import contextlib
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+REGISTRY = Path(os.environ.get("SMSHARE_LAB_INSTANCES", "/var/lib/smshare-lab/instances"))
+COUNT = 10
+
+
+class Taken(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _locked():
+    REGISTRY.mkdir(parents=True, exist_ok=True)
+    with open(REGISTRY / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _claim_of(number):
+    try:
+        return json.loads((REGISTRY / f"{number}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# A claim whose lab is not up yet (the test command claims its second lab's
+# number when it starts, and brings that lab up later) holds this long.
+RESERVED_SECONDS = 2 * 3600
+
+
+def _live(claim, number):
+    """Whether a claim still holds: its state folder has a lab (up, or up once and not taken
+    down), or it was made lately for a lab about to come up."""
+    if not claim:
+        return False
+    state = Path(claim.get("state", "/nonexistent"))
+    if (state / "lab.json").is_file():
+        return True
+    try:
+        age = time.time() - (REGISTRY / f"{number}.json").stat().st_mtime
+    except OSError:
+        return False
+    return state.is_dir() and age < RESERVED_SECONDS
+
+
+def _write(number, state):
+    path = REGISTRY / f"{number}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": str(state), "pid": os.getpid()}))
+    os.replace(tmp, path)
+    (state / "instance").write_text(f"{number}\n")
+
+
+def resolve(state, requested):
+    """The instance for `state` (a Path): `requested` is a number or "auto"."""
+    state = Path(state).resolve()
+    with _locked():
+        state.mkdir(parents=True, exist_ok=True)
+        if requested == "auto":
+            try:
+                mine = int((state / "instance").read_text().strip())
+            except (OSError, ValueError):
+                mine = None
+            if mine is not None and (_claim_of(mine) or {}).get("state") in (None, str(state)):
+                _write(mine, state)
+                return mine
+            for number in range(COUNT):
+                claim = _claim_of(number)
+                if claim is None or claim.get("state") == str(state) or not _live(claim, number):
+                    _write(number, state)
+                    return number
+            raise Taken("every lab instance (0-9) is held by a live lab: take one down (lab/labctl down)")
+        number = int(requested)
+        claim = _claim_of(number)
+        if claim and claim.get("state") != str(state) and _live(claim, number):
+            raise Taken(f"lab instance {number} is held by the lab in {claim['state']}: put another number "
+                        f"(0-9) in this clone's .lab-instance, or set SMSHARE_LAB_INSTANCE=auto, or take that lab "
+                        f"down first")
+        _write(number, state)
+        return number
+
+
+def release(state, number):
+    """Give the number back (the lab of `state` is down)."""
+    state = Path(state).resolve()
+    with _locked():
+        if (_claim_of(number) or {}).get("state") == str(state):
+            (REGISTRY / f"{number}.json").unlink(missing_ok=True)
