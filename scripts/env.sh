@@ -9,9 +9,10 @@ export CONTAINERS_CONF="$_smshare_root/molecule/containers.conf"
 export LC_ALL=C.UTF-8
 # Which lab instance this clone drives (lab/smshare_lab/paths.py): engineers
 # sharing a machine each put a different number (1-9) in a git-ignored
-# .lab-instance file; CI and everyone else get 0.
+# .lab-instance file (or `auto`: the first number no other lab holds, claimed
+# by lab/labctl); CI and everyone else get 0.
 if [ -z "${SMSHARE_LAB_INSTANCE:-}" ] && [ -s "$_smshare_root/.lab-instance" ]; then
-  SMSHARE_LAB_INSTANCE=$(tr -dc '0-9' < "$_smshare_root/.lab-instance")
+  SMSHARE_LAB_INSTANCE=$(tr -dc 'a-z0-9' < "$_smshare_root/.lab-instance")   # a number, or auto
 fi
 export SMSHARE_LAB_INSTANCE=${SMSHARE_LAB_INSTANCE:-0}
 # While the lab is up, its inventory holds vaulted registry credentials.
