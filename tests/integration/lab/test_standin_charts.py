@@ -282,6 +282,17 @@ def test_mpsd_logs_the_multiuser_server_and_the_default_cap(lab, installed):
     logs = lab.kubectl("-n", FRAC_NS, "logs", "ds/gpu-fractioning-mpsd").stdout
     assert "Adding server 'shared' [multiuser enabled]" in logs, logs
     assert "Namespace 'default' on server 'shared': active thread percentage 10" in logs, logs
+    # mpsd's own lines, as the fork's slog JSON handler writes them.
+    records = {r["msg"]: r for r in (json.loads(line) for line in logs.splitlines() if line.startswith("{"))}
+    assert records["starting MPS daemon"]["args"] == ["-p", "3", "-m", "-f", "-a", "/etc/nvidia-mps/mps-control.toml"]
+    cap = records["capped the default MPS namespace as defence in depth"]
+    assert (cap["server"], cap["namespace"], cap["activeThreadPercent"]) == ("shared", "default", 10)
+    assert records["starting mpsd"]["controlPort"] == "3"
+    container = daemonset(lab, "mpsd")["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"memory": "1Gi"}
+    assert container["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi", "ephemeral-storage": "100Mi"}
+    fractiond_log = lab.kubectl("-n", FRAC_NS, "logs", "ds/gpu-fractioning-fractiond", "-c", "fractiond").stdout
+    assert '"msg":"configured NRI plugin"' in fractiond_log, fractiond_log
     pod = pod_of(lab, FRAC_NS, "app.kubernetes.io/component=mpsd")
     container = pod["status"]["containerStatuses"][0]["containerID"].split("//", 1)[1]
     runtime_log = Path(lab_node_facts(lab)["runtime_log"]).read_text()

@@ -155,12 +155,6 @@ def test_condition_keeps_transition_time_while_status_holds_and_leaves_out_an_em
     assert same_conditions([dict(kept, message="")], [kept])
 
 
-def test_mps_config_has_the_shared_server_and_a_10_percent_default_namespace():
-    import tomllib
-    config = tomllib.loads(fractioning.mps_config())
-    assert config["servers"]["shared"]["namespaces"]["default"]["active_thread_percentage"] == 10
-
-
 def test_hook_applier_refuses_anything_but_a_kai_config(tmp_path, capsys):
     manifest = tmp_path / "other.yaml"
     manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
