@@ -5,8 +5,11 @@ and every later test works on that install, in file order:
 
 re-run and --check --diff change nothing -> --check --diff shows the values a
 change would bring -> refused inputs change nothing -> preflight names a
-missing permission, a missing RuntimeClass and a GPU stack below its floor ->
-a digest that differs and a foreign image are named.
+missing permission, a missing RuntimeClass, a GPU stack below its floor and a
+GPU node without nvidia.com/gpu.memory -> a digest that differs and a foreign
+image are named -> mpsd without multi-user mode fails the log check -> mpsd
+whose memory limit is too small for the node's GPUs crash-loops and the verify
+names CUDA_ERROR_OUT_OF_MEMORY and the knob (the install is restored after each).
 
 The same converge serves test_smoke_on_lab.py; test_uninstall_on_lab.py runs
 last in this directory and takes KAI off the lab (conftest.py).
@@ -204,8 +207,8 @@ spec:
     lab.kubectl("apply", "-f", "-", input_text=manifest_text)
     try:
         proc = lab.playbook("playbooks/preflight.yml", "--limit", "localhost", "--tags", "preflight_cluster",
-                            extra_vars={"preflight_gpu_stack_floors": {"gpu-operator": "26.7.1",
-                                                                       "container-toolkit": "1.20.1",
+                            extra_vars={"preflight_gpu_operator_minimum_version": "v26.7.1",
+                                        "preflight_gpu_stack_floors": {"container-toolkit": "1.20.1",
                                                                        "k8s-device-plugin": "0.20.1"}})
     finally:
         lab.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
@@ -215,6 +218,24 @@ spec:
         describe(proc)
     assert re.search(r"FAIL\s+container-toolkit version\s+not found", out), describe(proc)
     assert re.search(r"PASS\s+k8s-device-plugin version\s+0\.20\.1", out), describe(proc)
+    assert "lower smshare_gpu_operator_minimum_version" in out, describe(proc)
+
+
+def test_preflight_names_a_gpu_node_without_its_gpu_memory_label(lab, converged):
+    """The guide's row 5: without nvidia.com/gpu.memory the binder cannot cap a
+    fractional pod's memory (the pod stays Pending, only a binder event says why)."""
+    node = lab.kube_nodes[0]
+    memory = kube_json(lab, "get", "node", node)["metadata"]["labels"]["nvidia.com/gpu.memory"]
+    lab.kubectl("label", "node", node, "nvidia.com/gpu.memory-")
+    try:
+        proc = lab.playbook("playbooks/preflight.yml", "--limit", "localhost", "--tags", "preflight_cluster")
+    finally:
+        lab.kubectl("label", "node", node, f"nvidia.com/gpu.memory={memory}", "--overwrite")
+    assert proc.returncode != 0, describe(proc)
+    assert re.search(rf"FAIL\s+label nvidia\.com/gpu\.memory \(MiB\)\s+{re.escape(node)}: missing", proc.stdout), \
+        describe(proc)
+    assert "node does not include nvidia.com/gpu.memory label" in proc.stdout
+    assert re.search(r"PASS\s+label nvidia\.com/gpu\.present=true", proc.stdout), describe(proc)
 
 
 # ------------------------------------------------------------------ images
@@ -266,3 +287,87 @@ def test_a_foreign_image_is_named(lab, foreign_binder):
     assert proc.returncode != 0, describe(proc)
     assert re.search(rf"binder-\S+ \(binder\) runs {re.escape(foreign_binder)}, not an image of this build",
                      proc.stdout), describe(proc)
+
+
+# ------------------------------------------------------------------ mpsd (the guide's step 4 and Troubleshooting)
+MPSD = "app.kubernetes.io/component=mpsd"
+
+
+def restart_mpsd(lab):
+    """A new mpsd pod, ready (the DaemonSet brings it back)."""
+    lab.kubectl("-n", "gpu-fractioning", "delete", "pod", "-l", MPSD, "--wait=true", "--timeout=120s")
+    wait_for("mpsd ready again", lambda: (kube_json(lab, "-n", "gpu-fractioning", "get", "ds",
+                                                    "gpu-fractioning-mpsd") or {}).get("status", {}).get("numberReady")
+             == 1 and not [p for p in kube_json(lab, "-n", "gpu-fractioning", "get", "pods", "-l", MPSD)["items"]
+                           if p["metadata"].get("deletionTimestamp")])
+
+
+def test_mpsd_log_check_names_a_daemon_without_multiuser_mode(lab, converged):
+    knob(lab, "mpsd.multiuser", "false")
+    try:
+        restart_mpsd(lab)
+        log = lab.kubectl("-n", "gpu-fractioning", "logs", "ds/gpu-fractioning-mpsd").stdout
+        start = [json.loads(line) for line in log.splitlines()
+                 if line.startswith("{") and json.loads(line)["msg"] == "starting MPS daemon"]
+        assert start and "-m" not in start[-1]["args"], log
+        proc = lab.playbook("playbooks/gpu_fractioning.yml", "--tags", "gpu_fractioning_verify")
+    finally:
+        knob(lab, "mpsd.multiuser")
+    restart_mpsd(lab)
+    assert proc.returncode != 0, describe(proc)
+    out = " ".join(proc.stdout.split())   # the message as one line, however the callback wrapped it
+    assert re.search(r"mpsd pod gpu-fractioning-mpsd-\S+ on \S+ never logged multi-user mode: mpsd started MPS "
+                     r"without -m \(args -p 3 -f -a /etc/nvidia-mps/mps-control\.toml\)", out), describe(proc)
+    assert "never logged the default namespace cap" not in out, describe(proc)
+    # The restored mpsd passes the check from its JSON lines and the daemon's own.
+    proc = lab.playbook("playbooks/gpu_fractioning.yml", "--tags", "gpu_fractioning_verify")
+    assert proc.returncode == 0 and "logs the multi-user shared server" in proc.stdout, describe(proc)
+
+
+def mpsd_pod(lab):
+    pods = [p for p in kube_json(lab, "-n", "gpu-fractioning", "get", "pods", "-l", MPSD)["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+    return pods[0] if len(pods) == 1 else None
+
+
+def mpsd_memory_limit(pod):
+    return pod["spec"]["containers"][0].get("resources", {}).get("limits", {}).get("memory") if pod else None
+
+
+def crash_looping_at(pod, limit):
+    return mpsd_memory_limit(pod) == limit and any(
+        s.get("restartCount", 0) >= 1 for s in pod["status"].get("containerStatuses") or [])
+
+
+def test_mpsd_out_of_host_memory_is_named_with_its_knob(lab, converged):
+    """256Mi holds five of the 8 GPUs' server contexts (about 50 MiB each): mpsd
+    exits with CUDA_ERROR_OUT_OF_MEMORY and crash-loops; the verify says which knob.
+
+    The knob reaches the chart as mpsDaemon.resources.limits.memory (--check --diff
+    shows it), which only the chart's GpuFractioningConfig hook carries. An upgrade
+    re-creates that hook (before-hook-creation); the lab's helm does not wait for
+    the old config's finalizer before creating the new one, as Helm 3 does, and the
+    new one is lost. So the test puts the value on the config as the hook would."""
+    preview = lab.playbook("playbooks/gpu_fractioning.yml", "--check", "--diff", "--tags", "gpu_fractioning_install",
+                           extra_vars={"gpu_fractioning_mpsd_memory_limit": "256Mi"})
+    assert preview.returncode == 0, describe(preview)
+    assert re.search(r'\+\s+"mpsDaemon": \{\s+\+\s+"resources": \{\s+\+\s+"limits": \{\s+\+\s+"memory": "256Mi"',
+                     preview.stdout), describe(preview)
+    lab.kubectl("patch", CONFIG, "default", "--type", "merge",
+                "-p", json.dumps({"spec": {"mpsDaemon": {"resources": {"limits": {"memory": "256Mi"}}}}}))
+    try:
+        wait_for("mpsd crash-looping at 256Mi", lambda: crash_looping_at(mpsd_pod(lab), "256Mi"), timeout=180)
+        proc = lab.playbook("playbooks/gpu_fractioning.yml", "--tags", "gpu_fractioning_verify",
+                            extra_vars={"gpu_fractioning_mpsd_memory_limit": "256Mi", "gpu_fractioning_wait_timeout": 30})
+    finally:
+        lab.kubectl("patch", CONFIG, "default", "--type", "json", "-p", '[{"op": "remove", "path": "/spec/mpsDaemon"}]',
+                    check=False)
+    wait_for("mpsd back at 1Gi and ready", lambda: mpsd_memory_limit(mpsd_pod(lab)) == "1Gi" and all(
+        s.get("ready") for s in mpsd_pod(lab)["status"].get("containerStatuses") or [{}]), timeout=180)
+    assert proc.returncode != 0, describe(proc)
+    out = " ".join(proc.stdout.split())   # the message as one line, however the callback wrapped it
+    assert re.search(r"gpu-fractioning-mpsd: 0/1 ready", out), describe(proc)
+    assert re.search(r"mpsd pod gpu-fractioning-mpsd-\S+ on \S+ exits with CUDA_ERROR_OUT_OF_MEMORY", out), \
+        describe(proc)
+    assert "raise mpsDaemon.resources.limits.memory (gpu_fractioning_mpsd_memory_limit" in out, describe(proc)
+    assert "has 8 GPUs: at least 400 MiB" in out, describe(proc)
