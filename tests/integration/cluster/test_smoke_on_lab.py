@@ -79,28 +79,71 @@ def test_module_happy_path(lab, converged, tmp_path):
     assert binder["gpu"] in lab_vars["smshare_lab_node_tier"]["gpu_uuids"]
     sm = result["checks"][-1]["evidence"]
     assert sm["devicequery"]["multiprocessors"] == 54 and sm["gpu_sm_count"] == 108
+    # the guide's pass conditions on the lab's A100-80GB (nvidia.com/gpu.memory 81920)
+    injection = result["checks"][1]
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in injection["message"]
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=40448M" in injection["message"]   # (81920 - 1024) x 0.5
+    mps_check = result["checks"][2]
+    assert all(row["namespace"].startswith("kai_") and row["active_thread_percentage"] == 50.0
+               for row in mps_check["evidence"]["pods"].values())
+    assert "default at 10.00" in mps_check["message"]
     memory = result["checks"][3]["evidence"]
-    assert all(v["memory_total_mib"] == [40960] for v in memory.values())
+    assert all(v["memory_total_mib"] == [40448] for v in memory.values())
     assert result["changed"] is False
     assert os.path.isfile(md) and os.path.isfile(xml)
     assert our_pods(lab) == []
 
 
-@pytest.mark.parametrize("key, check, sm", [
-    ("kai-binder.split-gpus", "binder", False),
-    ("fractiond.wrong-device", "injection", False),
-    ("driver.memory-uncapped", "memory", False),
-    ("mps.ignore-cap", "sm_share", True),
+# Each knob fails its check with the guide's pass condition in the message. fractiond
+# not registered with NRI adjusts nothing: no variables, no MPS namespace, no memory cap.
+@pytest.mark.parametrize("key, checks, sm, words", [
+    ("fractiond.wrong-device", ["injection"], False, "but the binder chose"),
+    ("fractiond.unregistered", ["injection", "memory", "mps"], False,
+     "no CUDA_MPS_* variable at all: fractiond did not adjust the container (not registered with NRI"),
+    ("driver.memory-uncapped", ["memory"], False, "memory not capped"),
+    ("mps.ignore-cap", ["sm_share"], True, "the cap is not enforced"),
 ])
-def test_each_misbehaviour_fails_its_check_only(lab, converged, key, check, sm):
+def test_each_misbehaviour_fails_its_check(lab, converged, key, checks, sm, words):
     knob(lab, key, "true")
     try:
         result = smoke(lab, measure_sm_share=sm)
     finally:
         knob(lab, key)
     assert result.get("failure") == "checks_failed", result.get("msg")
-    assert failed_checks(result) == [check], result.get("msg")
-    assert "check %s" % check in result["msg"] and lab.kube_nodes[0] in result["msg"]
+    assert failed_checks(result) == checks, result.get("msg")
+    assert "check %s" % checks[0] in result["msg"] and lab.kube_nodes[0] in result["msg"] and words in result["msg"]
+    assert our_pods(lab) == []
+
+
+def test_a_binder_that_does_not_bin_pack_and_an_older_fractiond_still_pass_with_what_they_did(lab, converged):
+    """Pods on two GPUs: a warning naming both (the guide: the UUIDs should match); the plural memory
+    variables of kai-gpu-fractioning @ 0ee10b42: accepted, the spelling reported."""
+    knob(lab, "kai-binder.split-gpus", "true")
+    knob(lab, "fractiond.memory-env-plural", "true")
+    try:
+        result = smoke(lab, measure_sm_share=False)
+    finally:
+        knob(lab, "kai-binder.split-gpus")
+        knob(lab, "fractiond.memory-env-plural")
+    assert result.get("passed") is True, result.get("msg")
+    binder = result["checks"][0]
+    assert binder["gpu"] is None and "different GPUs" in binder["warnings"][0] and "bin-packs" in binder["warnings"][0]
+    assert "NVIDIA_GPU_MEMORY_LIMITS" in result["checks"][1]["message"]
+    assert our_pods(lab) == []
+
+
+def test_a_node_without_the_gpu_memory_label_is_named(lab, converged):
+    """The binder cannot size the cap: a BindingError, pods Pending (the guide's troubleshooting)."""
+    node = lab.kube_nodes[0]
+    memory = lab.kubectl("get", "node", node, "-o", "jsonpath={.metadata.labels.nvidia\\.com/gpu\\.memory}").stdout
+    lab.kubectl("label", "node", node, "nvidia.com/gpu.memory-")
+    try:
+        result = smoke(lab, measure_sm_share=False, settle=10, timeout=60)
+    finally:
+        lab.kubectl("label", "--overwrite", "node", node, "nvidia.com/gpu.memory=%s" % memory)
+    assert result.get("failure") == "pending", result.get("msg")
+    assert "gpu_memory_label_missing" in [c["cause"] for p in result["pending"] for c in p["causes"]], result["msg"]
+    assert "run GPU Feature Discovery" in result["msg"]
     assert our_pods(lab) == []
 
 

@@ -212,12 +212,35 @@ def test_binder_reserves_one_gpu_and_writes_the_annotations():
     assert res["spec"]["runtimeClassName"] == "nvidia" and res["spec"]["nodeName"] == "node-1"
     assert res["spec"]["containers"][0]["image"] == "reg/kai-scheduler/resourcereservation:t1"
     assert res["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert res["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     for name in "ab":
         notes = kube.pods[name]["metadata"]["annotations"]
         assert notes["nvidia.com/container.c.gpu-compute.portion"] == "0.5"
-        assert notes["nvidia.com/container.c.gpu-memory.limit"] == "40960Mi"
+        # KAI's NvFractions plugin: (the node label - reservedGpuMemory 1Gi) x portion; no limit unless asked
+        assert notes["nvidia.com/container.c.gpu-memory.request"] == "40448Mi"
+        assert "nvidia.com/container.c.gpu-memory.limit" not in notes
         assert notes["nvidia.com/container.c.gpus.devices"] == "GPU-00000000"
+        assert notes["received-resource-type"] == "Fraction"
         assert kube.pods[name]["metadata"]["labels"][scheduler.GPU_GROUP] == res["metadata"]["labels"][scheduler.GPU_GROUP]
+
+
+def test_binder_without_the_gpu_memory_label_reports_a_binding_error_and_binds_nothing():
+    bare = node()
+    del bare["metadata"]["labels"]["nvidia.com/gpu.memory"]
+    kube = run(BinderKube([half("a")], [bare], [queue("team")]))
+    assert kube.binds == []
+    errors = [e for e in kube.events if e[1] == "BindingError"]
+    assert errors and errors[0][2] == ("Failed to bind pod ns/a to node node-1: plugin nvfractions failed in PreBind: "
+                                      "failed to set NvFractions memory annotation: node does not include "
+                                      "nvidia.com/gpu.memory label")
+
+
+def test_binder_reserved_memory_knob_and_a_limit_asked_for():
+    asked = pod("a", annotations={"gpu-fraction": "0.5", "kai.scheduler/container.c.gpu-memory.portion.limit": "0.75"})
+    kube = run(BinderKube([asked], [node()], [queue("team")], knobs={"kai-binder.reserved-gpu-memory-mib": "0"}))
+    notes = kube.pods["a"]["metadata"]["annotations"]
+    assert notes["nvidia.com/container.c.gpu-memory.request"] == "40960Mi"
+    assert notes["nvidia.com/container.c.gpu-memory.limit"] == "61440Mi"
 
 
 def test_binder_split_knob_puts_each_pod_on_its_own_gpu():

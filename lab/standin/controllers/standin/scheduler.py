@@ -28,8 +28,13 @@ that makes the decisions a pilot can observe the way KAI makes them.
   reservation pod is deleted and the pod stays Pending with "failed waiting for
   GPU reservation pod to allocate"), then writes, with gpuSharingMode
   NvFractions, `nvidia.com/container.<c>.gpu-compute.portion`,
-  `.gpu-memory.request`/`.limit` (the fraction of `nvidia.com/gpu.memory`, Mi)
-  and `.gpus.devices` (the UUID), and binds. Reservation pods whose group has no
+  `.gpu-memory.request` ((`nvidia.com/gpu.memory` - reservedGpuMemory) x
+  portion, `<n>Mi`, rounded down; reservedGpuMemory 1Gi, knob
+  `kai-binder.reserved-gpu-memory-mib`) and `.gpus.devices` (the UUID), and
+  `received-resource-type: Fraction`, and binds; `.gpu-memory.limit` only when
+  the pod asks for one (`kai.scheduler/container.<c>.gpu-memory.portion.limit`).
+  A node without the `nvidia.com/gpu.memory` label: the pod is not bound, an
+  Event `BindingError` says so (KAI's NvFractions plugin, PreBind). Reservation pods whose group has no
   live pod left are deleted. Knob `kai-binder.split-gpus: "true"` puts every
   fractional pod on a GPU of its own (a broken binder, for the smoke test).
 - Placed: pods/binding, then an Event `Scheduled` "Successfully assigned pod
@@ -395,7 +400,7 @@ class Scheduler:
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": res["namespace"],
                              "labels": {"app": res["appLabel"], GPU_GROUP: group},
-                             "annotations": {INDEX_ANNOTATION: str(index)}},
+                             "annotations": {INDEX_ANNOTATION: str(index), "karpenter.sh/do-not-disrupt": "true"}},
                 "spec": spec})
             log("Successfully created GPU resource reservation pod", node=node, name=name, gpuGroup=group)
         deadline = time.time() + float(settings.get("kai-binder.allocation-timeout", "60") or 60)
@@ -431,9 +436,25 @@ class Scheduler:
                 except ApiError:
                     pass
 
+    def binding_error(self, pod, node, why):
+        """What KAI's BindRequest controller reports when a binder plugin's PreBind fails."""
+        meta = pod["metadata"]
+        message = ("Failed to bind pod %s/%s to node %s: plugin nvfractions failed in PreBind: %s"
+                   % (meta["namespace"], meta["name"], node, why))
+        if self.said.get(meta["uid"]) != message:
+            self.said[meta["uid"]] = message
+            self.event(pod, "Warning", "BindingError", message)
+            log("binding failed", pod="%s/%s" % (meta["namespace"], meta["name"]), error=message)
+
     def bind(self, pod, node, indices, node_obj=None, settings=None, config=None):
         meta = pod["metadata"]
         path = "/api/v1/namespaces/%s/pods/%s" % (meta["namespace"], meta["name"])
+        mode = (((config or {}).get("spec") or {}).get("global") or {}).get("gpuSharingMode")
+        total = float(((node_obj or {}).get("metadata", {}).get("labels") or {}).get(GPU_MEMORY_LABEL) or 0)
+        if indices and config is not None and mode == "NvFractions" and not total:
+            self.binding_error(pod, node, "failed to set NvFractions memory annotation: node does not include %s "
+                               "label" % GPU_MEMORY_LABEL)
+            return False
         if indices:
             notes = {INDEX_ANNOTATION: ",".join(indices)}
             labels = {}
@@ -444,19 +465,20 @@ class Scheduler:
                     self.unschedulable(pod, str(exc))
                     return False
                 labels[GPU_GROUP] = groups[0][0]
-                mode = ((config.get("spec") or {}).get("global") or {}).get("gpuSharingMode")
                 source = meta.get("annotations") or {}
                 if mode == "NvFractions" and "gpu-fraction" in source:
                     container = source.get("gpu-fraction-container-name") or pod["spec"]["containers"][0]["name"]
                     fraction = float(source["gpu-fraction"])
-                    total = float(((node_obj or {}).get("metadata", {}).get("labels") or {}).get(GPU_MEMORY_LABEL)
-                                  or 0)
+                    reserved = float((settings or {}).get("kai-binder.reserved-gpu-memory-mib", "1024") or 1024)
                     key = "nvidia.com/container.%s." % container
                     notes[key + "gpu-compute.portion"] = source["gpu-fraction"]
-                    if total:
-                        notes[key + "gpu-memory.request"] = "%dMi" % int(fraction * total)
-                        notes[key + "gpu-memory.limit"] = "%dMi" % int(fraction * total)
+                    if key + "gpu-memory.request" not in source:
+                        notes[key + "gpu-memory.request"] = "%dMi" % int((total - reserved) * fraction + 1e-6)
+                    limit = source.get("kai.scheduler/container.%s.gpu-memory.portion.limit" % container)
+                    if limit:
+                        notes[key + "gpu-memory.limit"] = "%dMi" % int((total - reserved) * float(limit) + 1e-6)
                     notes[key + "gpus.devices"] = ",".join(g[1] for g in groups)
+                    notes["received-resource-type"] = "Fraction"
             self.kube.merge_patch(path, {"metadata": {"annotations": notes, "labels": labels}})
         self.kube.create(path + "/binding", {
             "apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
