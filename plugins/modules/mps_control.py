@@ -27,7 +27,7 @@ description:
     nothing. Legacy commands go to the daemon's standard input, v3 verbs as arguments
     after C(-p 3), as the guide sends them; a protocol 3 daemon gets legacy commands only
     when O(default_active_thread_percentage) or O(default_pinned_mem_limits) ask for them.
-  - MPS refuses to change or delete a namespace while a client is attached: the module
+  - MPS refuses to change or delete a namespace while a client is attached, so the module
     reads C(client list) first and refuses such a step with RV(failure=namespace_busy),
     naming the clients, before it sends anything.
   - Every parameter is checked before anything changes, and check mode refuses the same

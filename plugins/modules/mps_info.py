@@ -22,8 +22,8 @@ description:
   - Under the legacy protocol 2, or when O(devices) is given, also its server PIDs, default
     active thread percentage and default pinned memory limits (legacy commands, which no
     source shows a protocol 3 daemon answering, are not sent to one unless asked).
-  - Reports whether the installed tool supports MPS v3 at all (drivers before r615 do not):
-    C(nvidia-cuda-mps-control -p 3 namespace --help) must list create, delete, get, list and set.
+  - Reports whether the installed tool supports MPS v3 at all (drivers before r615 do not), as
+    the guide checks it (C(nvidia-cuda-mps-control -p 3 namespace --help) lists create, delete, get, list and set).
   - Every command is sent as the real tool expects (legacy commands on standard
     input, v3 verbs as arguments after C(-p 3)); unknown or unparsable output fails
     and quotes it.
