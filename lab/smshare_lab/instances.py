@@ -1,7 +1,7 @@
 """Which lab instance (0-9) a state folder drives, allocated machine-wide so two
 labs on one machine can never take the same one.
 
-Every instance in use has a claim in REGISTRY (/var/lib/smshare-lab/instances,
+Every instance in use has a claim in REGISTRY (/var/lib/smshare-lab-instances,
 outside every clone): `<N>.json` naming the state folder that holds it. A lab
 asks for a number (SMSHARE_LAB_INSTANCE=N, from `.lab-instance` or the
 environment: CI and a lone developer use 0) or for any free one
@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-REGISTRY = Path(os.environ.get("SMSHARE_LAB_INSTANCES", "/var/lib/smshare-lab/instances"))
+REGISTRY = Path(os.environ.get("SMSHARE_LAB_INSTANCES", "/var/lib/smshare-lab-instances"))
 COUNT = 10
 
 

@@ -127,3 +127,14 @@ def test_instances_are_claimed_machine_wide(tmp_path, monkeypatch):
     assert not (tmp_path / "registry" / "0.json").exists()
     instances.release(second, 0)                   # not its claim: nothing happens
     assert (tmp_path / "registry" / "1.json").exists()
+
+
+def test_the_instance_registry_is_outside_every_labs_own_folders():
+    """`labctl down` removes an instance's /var/lib and /run folders: the registry of every
+    lab's claims must live in neither, or one lab's down would drop the others' claims."""
+    from smshare_lab import instances
+    registry = Path(str(instances.REGISTRY))
+    for number in range(instances.COUNT):
+        name = "smshare-lab" + (str(number) if number else "")
+        for own in (Path("/var/lib") / name, Path("/run") / name):
+            assert own != registry and own not in registry.parents, (number, own)
