@@ -427,10 +427,12 @@ class Cluster(object):
         try:
             self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
             return True
-        except ApiException as exc:
-            if exc.status == 404:
+        except Exception as exc:  # pylint: disable=broad-except
+            if isinstance(exc, ApiException) and exc.status == 404:
                 return False
-            raise st.SmokeError("deleting pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+            if isinstance(exc, ApiException):
+                raise st.SmokeError("deleting pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+            raise st.SmokeError("deleting pod %s/%s: %s" % (namespace, name, exc), "cluster")
 
     def events(self, namespace, name=None):
         kwargs = {"field_selector": "involvedObject.name=%s" % name} if name else {}
@@ -510,9 +512,15 @@ class Smoke(object):
 
     def delete_all(self, names, wait=60):
         ns = self.p["namespace"]
-        for name in names:
-            if self.cluster.delete(ns, name):
-                self.deleted.append(name)
+        errors = []
+        for name in names:   # one refused delete must not leave the others behind
+            try:
+                if self.cluster.delete(ns, name):
+                    self.deleted.append(name)
+            except st.SmokeError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
         deadline = time.time() + wait
         while time.time() < deadline:
             remaining = [n for n in names if self.cluster.pod(ns, n) is not None]
@@ -741,10 +749,16 @@ def main():
 
 def run_smoke(module, smoke, pods, dq, run_info):
     """Create, wait, check; the pods are deleted whatever happens (signals included)."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
     def interrupted(signum, _frame):
+        # ansible forwards a signal to the worker's whole process group, so a second
+        # one follows within milliseconds: raised during the cleanup it would end it.
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
         raise Interrupted("interrupted by signal %d" % signum)
 
-    previous = dict((s, signal.signal(s, interrupted)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    previous = dict((s, signal.signal(s, interrupted)) for s in signals)
     names = [m["metadata"]["name"] for m in pods + ([dq] if dq else [])]
     timeout = int(module.params["timeout"])
 
@@ -784,7 +798,7 @@ def run_smoke(module, smoke, pods, dq, run_info):
     except Interrupted as exc:
         raise st.SmokeError("%s: the test pods were deleted" % exc, "interrupted")
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         try:
             smoke.delete_all(names)

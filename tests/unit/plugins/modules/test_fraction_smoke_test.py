@@ -46,6 +46,8 @@ class FakeCluster(object):
         self.reads += 1
         if self.behaviour.get("interrupt_on_read") and self.reads == 3:
             os.kill(os.getpid(), signal.SIGTERM)
+        if self.behaviour.get("interrupt_twice") and self.reads == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
         if self.behaviour.get("deleted_by_someone_else") and self.reads == 3:
             self.pods_by_name.pop(name, None)
         return self.pods_by_name.get(name)
@@ -72,6 +74,12 @@ class FakeCluster(object):
                          "containerStatuses": [{"name": "main", "containerID": "containerd://" + cid}]}
 
     def delete(self, namespace, name):
+        if self.behaviour.get("interrupt_twice"):
+            # ansible's worker forwards the signal to its process group: a second one, mid-cleanup
+            os.kill(os.getpid(), signal.SIGTERM)
+        if name in self.behaviour.get("refuse_delete", ()):
+            self.behaviour["refuse_delete"] = ()
+            raise st.SmokeError("deleting pod default/%s: 500 Internal Server Error" % name, "cluster")
         if self.pods_by_name.pop(name, None) is None:
             return False
         self.deleted_names.append(name)
@@ -217,6 +225,22 @@ def test_interruption_deletes_the_pods(monkeypatch):
     assert "the test pods were deleted" in done.result["msg"]
     assert cluster.pods_by_name == {} and sorted(cluster.deleted_names) == ["fraction-smoke-a", "fraction-smoke-b"]
     assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_second_signal_during_the_cleanup_does_not_stop_it(monkeypatch):
+    cluster = FakeCluster({"pending": True, "interrupt_twice": True})
+    previous = signal.getsignal(signal.SIGTERM)
+    done = run(monkeypatch, {"timeout": 30}, cluster)
+    assert done.failed and done.result["failure"] == "interrupted", done.result
+    assert cluster.pods_by_name == {}
+    assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_refused_delete_does_not_leave_the_other_pod(monkeypatch):
+    cluster = FakeCluster({"pending": True, "interrupt_on_read": True, "refuse_delete": ["fraction-smoke-a"]})
+    done = run(monkeypatch, {"timeout": 30}, cluster)
+    assert done.failed
+    assert "fraction-smoke-b" in cluster.deleted_names
 
 
 def test_a_pod_deleted_by_someone_else_is_named(monkeypatch):
