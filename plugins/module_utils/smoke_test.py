@@ -406,8 +406,8 @@ def check_binder(node, decisions, fraction):
             problems.append("%s: no %s annotation" % (d["pod"], MEMORY_REQUEST))
         if not d["devices"]:
             received = d["annotations"].get(RECEIVED_RESOURCE_TYPE) or d.get("received_resource_type")
-            problems.append("%s: empty %s%s: %s" % (d["pod"], DEVICES, " (%s: %s)" % (RECEIVED_RESOURCE_TYPE, received)
-                                                     if received else "", MISMATCHED_FORKS))
+            why = " (%s: %s)" % (RECEIVED_RESOURCE_TYPE, received) if received else ""
+            problems.append("%s: empty %s%s: %s" % (d["pod"], DEVICES, why, MISMATCHED_FORKS))
         elif len(d["devices"]) != 1:
             problems.append("%s: %s names %d GPUs (%s), expected 1" % (
                 d["pod"], DEVICES, len(d["devices"]), ",".join(d["devices"])))
@@ -478,14 +478,13 @@ def check_injection(node, decisions, envs, fraction=None, gpu_memory_mib=None,
                     who, ENV_PERCENTAGE, env[ENV_PERCENTAGE], " or ".join(str(p) for p in accepted), portion))
         cap = wanted_mib if wanted_mib is not None else d["memory_limit_mib"]
         if ENV_PINNED in env and cap is not None and env[ENV_PINNED].strip() != "0=%dM" % cap:
-            how = ("(%d MiB - %d) x %g" % (gpu_memory_mib, reserved_mib, fraction) if wanted_mib is not None
+            how = ("(%s MiB - %s) x %g" % (gpu_memory_mib, reserved_mib, fraction) if wanted_mib is not None
                    else "the binder's memory cap")
             problems.append("%s: %s=%s, expected 0=%dM: %s" % (who, ENV_PINNED, env[ENV_PINNED], cap, how))
         if wanted_mib is not None and d["memory_limit_mib"] is not None and d["memory_limit_mib"] != wanted_mib:
-            problems.append("%s: the binder's memory cap is %d MiB, the guide's formula gives %d (%d MiB - %d) x %g: "
-                            "is the binder's reservedGpuMemory %d MiB?" % (who, d["memory_limit_mib"], wanted_mib,
-                                                                          gpu_memory_mib, reserved_mib, fraction,
-                                                                          reserved_mib))
+            formula = "(%s MiB - %s) x %g" % (gpu_memory_mib, reserved_mib, fraction)
+            problems.append("%s: the binder's memory cap is %s MiB, the guide's formula gives %s %s: is the binder's "
+                            "reservedGpuMemory %s MiB?" % (who, d["memory_limit_mib"], wanted_mib, formula, reserved_mib))
         for what, key in ((ENV_MEMORY_LIMIT, "memory_limit_mib"), (ENV_MEMORY_REQUEST, "memory_request_mib")):
             name, value = memory_variable(env, what)
             evidence.setdefault("memory_variables", {}).setdefault(who, []).append(name)

@@ -120,7 +120,7 @@ def sms(gpu, percentage):
 
 def hold(seconds):
     try:
-        percentage, _, detached = attach(cmd="gpuview")
+        percentage, _gpu, detached = attach(cmd="gpuview")
     except (NoDriver, OSError) as exc:
         sys.stderr.write("%s\n" % exc)
         return 1

@@ -55,7 +55,7 @@ def server():
     pid_file = pipe / "nvidia-cuda-mps-control.pid"
     if pid_file.is_file():
         os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        for _ in range(50):
+        for _attempt in range(50):
             if not (pipe / "control").exists():
                 break
             time.sleep(0.1)
@@ -132,7 +132,7 @@ def test_namespace_list_shows_the_caps(server):
 
 
 def test_device_query_stays_attached_until_it_exits(server, tmp_path, monkeypatch, capsys):
-    rc, _ = run_tool("deviceQuery", [], monkeypatch, capsys, device(tmp_path, 40960), client_env(server))
+    rc, _out = run_tool("deviceQuery", [], monkeypatch, capsys, device(tmp_path, 40960), client_env(server))
     assert rc == 0
     listed = server["control"]("-p", "3", "client", "list", "--format=csv,noheader")
     assert listed.stdout == "%d,shared,%s,shared/pod_uid_1 (1),deviceQuery\n" % (os.getpid(), GPU["uuid"])

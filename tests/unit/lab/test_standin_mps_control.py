@@ -81,7 +81,7 @@ class Mps:
     def stop(self):
         if self.started:
             self.run("-q")
-            for _ in range(50):
+            for _attempt in range(50):
                 if not (self.pipe / "control").exists():
                     break
                 time.sleep(0.1)
@@ -342,12 +342,12 @@ def test_foreground_echoes_the_log(mps):
     proc = subprocess.Popen([sys.executable, str(MPS), "-f", "-p", "3", "-m", "-a", str(mps.base / "mps.toml")],
                             env=mps.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(100):
+        for _attempt in range(100):
             if (mps.pipe / "control").exists():
                 break
             time.sleep(0.05)
         assert mps.run("-q").returncode == 0
-        out, _ = proc.communicate(timeout=10)
+        out, _err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -545,7 +545,7 @@ def test_client_list_formats(ready):
     assert table[1][8:].split("  ")[0] == "shared"
     assert ready.v3("client", "list", "--format=table,noheader").stdout.splitlines() == table[1:]
     client.close()
-    for _ in range(50):
+    for _attempt in range(50):
         if ready.v3("client", "list", "--format=csv,noheader").stdout == "":
             break
         time.sleep(0.05)
@@ -584,7 +584,7 @@ def test_a_namespace_with_an_attached_client_is_busy(ready, verb):
     finally:
         proc.kill()
         proc.wait()
-    for _ in range(50):
+    for _attempt in range(50):
         done = ready.v3("namespace", *verb)
         if done.returncode == 0:
             break

@@ -230,9 +230,9 @@ def test_binder_without_the_gpu_memory_label_reports_a_binding_error_and_binds_n
     kube = run(BinderKube([half("a")], [bare], [queue("team")]))
     assert kube.binds == []
     errors = [e for e in kube.events if e[1] == "BindingError"]
-    assert errors and errors[0][2] == ("Failed to bind pod ns/a to node node-1: plugin nvfractions failed in PreBind: "
-                                      "failed to set NvFractions memory annotation: node does not include "
-                                      "nvidia.com/gpu.memory label")
+    assert errors and errors[0][2] == (
+        "Failed to bind pod ns/a to node node-1: plugin nvfractions failed in PreBind: failed to set NvFractions "
+        "memory annotation: node does not include nvidia.com/gpu.memory label")
 
 
 def test_binder_reserved_memory_knob_and_a_limit_asked_for():

@@ -15,8 +15,8 @@ MODULES = sorted((Path(__file__).resolve().parents[4] / "plugins" / "modules").g
 def test_docs_load(path):
     found = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("DOCUMENTATION", "EXAMPLES",
-                                                                                      "RETURN"):
+        name = getattr(node.targets[0], "id", None) if isinstance(node, ast.Assign) else None
+        if name in ("DOCUMENTATION", "EXAMPLES", "RETURN"):
             found[node.targets[0].id] = yaml.safe_load(node.value.value)
     assert set(found) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}, path
     assert isinstance(found["DOCUMENTATION"], dict) and found["DOCUMENTATION"]["module"] == path.stem
