@@ -1,0 +1,115 @@
+# Apache-2.0
+"""The shipped inventories as a user takes them (README "Running it against a
+real cluster"): copied, the registry and kubeconfig set, then every variable
+their group_vars define templated on every host, and each cluster play's input
+checks run in check mode. No cluster is needed: the checks stop before the API."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+SHIPPED = ["a100", "airgap"]
+REGISTRY = "registry.lab.internal:5000/team/kai-fork"
+
+# Reads every variable the inventory's group_vars define, as each role would.
+TEMPLATE_ALL = """
+- name: Template every group_vars variable
+  hosts: all
+  gather_facts: false
+  connection: local
+  tasks:
+    - name: Read each one
+      ansible.builtin.set_fact:
+        _templated: "{{ _templated | default({}) | combine({item: lookup('ansible.builtin.vars', item)}) }}"
+      loop: "{{ names[group_names | first] | default([]) + names['all'] }}"
+"""
+
+
+def env():
+    values = dict(os.environ)
+    values.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)
+    values.update(ANSIBLE_NOCOLOR="1", ANSIBLE_INVENTORY="", ANSIBLE_RETRY_FILES_ENABLED="0")
+    return values
+
+
+def user_copy(tmp_path, name, registry=REGISTRY):
+    """What the README tells a user to do: copy, set the registry and the kubeconfig."""
+    inventory = tmp_path / name
+    shutil.copytree(REPO / "inventories" / name, inventory)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    all_yml = inventory / "group_vars" / "all.yml"
+    text = all_yml.read_text()
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("smshare_registry:"):
+            line = "smshare_registry: %s" % registry
+        elif line.startswith("smshare_kubeconfig:"):
+            line = "smshare_kubeconfig: %s" % kubeconfig
+        lines.append(line)
+    all_yml.write_text("\n".join(lines) + "\n")
+    return inventory
+
+
+def playbook(inventory, *args, extra=None):
+    argv = ["ansible-playbook", "-i", str(inventory)] + list(args)
+    if extra:
+        argv += ["-e", json.dumps(extra)]
+    return subprocess.run(argv, cwd=str(REPO), env=env(), capture_output=True, text=True, timeout=600)
+
+
+def group_var_names(inventory):
+    names = {}
+    for path in sorted((inventory / "group_vars").glob("*.yml")):
+        names[path.stem] = sorted((yaml.safe_load(path.read_text()) or {}).keys())
+    return names
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_group_var_resolves_on_every_host(tmp_path, name):
+    inventory = user_copy(tmp_path, name)
+    play = tmp_path / "template_all.yml"
+    play.write_text(TEMPLATE_ALL)
+    done = playbook(inventory, str(play), extra={"names": group_var_names(inventory)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "failed=0" in done.stdout and "unreachable=0" in done.stdout
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("play", ["kai_scheduler", "gpu_fractioning", "uninstall"])
+def test_each_cluster_play_passes_its_input_checks(tmp_path, name, play):
+    inventory = user_copy(tmp_path, name)
+    done = playbook(inventory, "playbooks/%s.yml" % play, "--check", "--tags", "%s_validate" % play)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "is undefined" not in done.stdout
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_placeholder_registry_is_refused_naming_the_knob(tmp_path, name):
+    inventory = user_copy(tmp_path, name, registry="registry.example.com/team/kai-fork")
+    done = playbook(inventory, "playbooks/kai_scheduler.yml", "--check", "--tags", "kai_scheduler_validate")
+    assert done.returncode != 0
+    assert "smshare_registry" in done.stdout and "Nothing was changed" in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_site_parses_and_lists_every_play(tmp_path, name):
+    inventory = user_copy(tmp_path, name)
+    done = playbook(inventory, "site.yml", "--list-tasks")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    for role in ("preflight", "kai_scheduler", "gpu_fractioning", "smoke_test"):
+        assert "%s :" % role in done.stdout, role
+
+
+def test_the_airgap_inventory_wires_every_role_variable_the_a100_one_does():
+    """An air-gapped site changes where things come from, never which knobs reach
+    the roles (the airgap copy once left the GPU Operator at its defaults)."""
+    for group in ("all", "k8s_controller", "gpu_nodes", "build_hosts"):
+        a100 = yaml.safe_load((REPO / ("inventories/a100/group_vars/%s.yml" % group)).read_text()) or {}
+        airgap = yaml.safe_load((REPO / ("inventories/airgap/group_vars/%s.yml" % group)).read_text()) or {}
+        assert sorted(set(a100) - set(airgap)) == [], group
