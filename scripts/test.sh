@@ -55,22 +55,22 @@ claim_instances() {
 
 # Each stream its own temp folder: two sessions at once never clean up each other's.
 stage_lab_tests() {
-  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-lab" -m "lab and not second_lab" \
+  pytest -q --durations=40 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-lab" -m "lab and not second_lab" \
     "${INTEGRATION[@]}"
 }
 
 stage_fleet_tests() {
-  on_second_lab pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-fleet" \
+  on_second_lab pytest -q --durations=40 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-fleet" \
     -m "lab and second_lab and lab_fleet" "${INTEGRATION[@]}"
 }
 
 stage_second_lab_tests() {
-  on_second_lab pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-second" \
+  on_second_lab pytest -q --durations=40 --basetemp "/tmp/smshare-pytest-$SECOND_INSTANCE-second" \
     -m "lab and second_lab and not lab_fleet" "${INTEGRATION[@]}"
 }
 
 stage_other_tests() {
-  pytest -q --durations=15 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-other" -m "not lab" "${INTEGRATION[@]}"
+  pytest -q --durations=40 --basetemp "/tmp/smshare-pytest-$SMSHARE_LAB_INSTANCE-other" -m "not lab" "${INTEGRATION[@]}"
 }
 
 stage_integration() {
