@@ -13,6 +13,10 @@ def run(argv, check=True, capture=False, env=None, cwd=None, input_text=None, un
     """Run argv (a list, never a shell); raise with the output on failure.
     `env` adds to the environment, `unset` names variables to leave out."""
     full_env = {k: v for k, v in dict(os.environ, **(env or {})).items() if k not in unset}
+    if full_env.get("SMSHARE_LAB_INSTANCE") == "auto":
+        # the scripts (registry.sh, repo.sh) compute ports from the number this lab claimed
+        from .paths import INSTANCE  # pylint: disable=import-outside-toplevel
+        full_env["SMSHARE_LAB_INSTANCE"] = str(INSTANCE)
     res = subprocess.run(argv, cwd=cwd, env=full_env, text=True, input=input_text,
                          stdout=subprocess.PIPE if capture else None,
                          stderr=subprocess.PIPE if capture else None, check=False)

@@ -138,3 +138,15 @@ def test_the_instance_registry_is_outside_every_labs_own_folders():
         name = "smshare-lab" + (str(number) if number else "")
         for own in (Path("/var/lib") / name, Path("/run") / name):
             assert own != registry and own not in registry.parents, (number, own)
+
+
+def test_the_scripts_labctl_runs_see_the_claimed_number_not_auto():
+    """registry.sh and repo.sh compute their ports from SMSHARE_LAB_INSTANCE: "auto"
+    (the test command's second lab) stopped registry.sh at "auto: unbound variable"."""
+    code = ("from smshare_lab import util; "
+            "print(util.run(['bash', '-c', 'echo $((5443 + 100 * SMSHARE_LAB_INSTANCE))'], capture=True).stdout)")
+    env = dict(os.environ, SMSHARE_LAB_INSTANCE="auto", SMSHARE_LAB_NO_CLAIM="1")
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(Path(__file__).resolve().parents[3] / "lab"),
+                          env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5443"
