@@ -79,7 +79,9 @@ class Lab:
             if reg else None,
             standin_apt_url=facts.get("standin_apt_url", ""),
         )
+        # the lab's own number, never "auto": the lab's scripts (repo.sh, registry.sh) compute ports from it
         lab.env = dict(os.environ, KUBECONFIG=str(lab.kubeconfig),
+                       SMSHARE_LAB_INSTANCE=str(facts.get("instance", os.environ.get("SMSHARE_LAB_INSTANCE", "0"))),
                        ANSIBLE_VAULT_PASSWORD_FILE=str(lab.vault_password_file),
                        PATH=f"{REPO / 'lab' / 'bin'}:{lab.state_dir / 'bin'}:{os.environ.get('PATH', '')}")
         return lab
