@@ -618,6 +618,13 @@ def _conditions(obj):
     return dict((c.get("type"), c) for c in (obj.get("status") or {}).get("conditions") or [])
 
 
+def events_of(pod, events):
+    """The events about this pod, not about an earlier pod of the same name (the
+    smoke test reuses its pods' names, so a name alone brings back old causes)."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    return [e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
+
+
 def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_pods=(), reservation_events=(),
              runtime_classes=None):
     """Why `pod` is not Ready: a list of {cause, message}, most specific first,

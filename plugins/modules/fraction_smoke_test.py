@@ -574,8 +574,8 @@ class Smoke(object):
                        or (r["metadata"].get("labels") or {}).get(st.GPU_GROUP_LABEL) == gpu_group]
             if self.p["node"]:
                 related = [r for r in related if (r.get("spec") or {}).get("nodeName") in (None, self.p["node"])]
-            causes = st.diagnose(pod, self.cluster.events(ns, name), nodes, queues, mine, related,
-                                 reservation_events, runtime_classes)
+            events = st.events_of(pod, self.cluster.events(ns, name))
+            causes = st.diagnose(pod, events, nodes, queues, mine, related, reservation_events, runtime_classes)
             pending.append({"pod": name, "phase": (pod.get("status") or {}).get("phase"), "causes": causes})
         return pending
 
