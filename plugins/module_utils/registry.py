@@ -44,6 +44,9 @@ _TAG_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
 _DIGEST_RE = re.compile(r'sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}|'
                         r'(?!sha256:|sha512:)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}')
 _PATH_COMPONENT_RE = re.compile(r'[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*')
+# host[:port] as docker's reference grammar has it: DNS labels or [IPv6], a decimal port.
+_REGISTRY_RE = re.compile(r'(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*'
+                          r'|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?')
 _CHALLENGE_PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
 REDIRECTS = (301, 302, 303, 307, 308)
 MAX_REDIRECTS = 5
@@ -82,6 +85,26 @@ class RegistryError(Exception):
                 'status': self.status, 'url': self.url}
 
 
+def _check_registry_host(host, value, what):
+    match = _REGISTRY_RE.fullmatch(host)
+    if not match or (match.group(1) is not None and not 1 <= int(match.group(1)) <= 65535):
+        raise RegistryError('invalid registry %s in %s %s: expected a host name or [IPv6 address], optionally '
+                            ':port (1-65535)' % (_show_ref(host), what, _show_ref(value)), 'reference', image=value)
+
+
+def parse_registry_path(value):
+    """Split HOST[:PORT][/PATH] (where images are pushed, no tag) into (host, path)."""
+    if not isinstance(value, str) or not value or value != value.strip() or '://' in value:
+        raise RegistryError('invalid registry path %s: expected host[:port]/path' % _show_ref(value),
+                            'reference', image=value)
+    host, _, path = value.partition('/')
+    _check_registry_host(host, value, 'registry path')
+    if path and not all(_PATH_COMPONENT_RE.fullmatch(p) for p in path.split('/')):
+        raise RegistryError('invalid path in registry path %s: components must be lowercase letters, digits and '
+                            'separators' % _show_ref(value), 'reference', image=value)
+    return host, path
+
+
 def parse_reference(ref):
     """Split REGISTRY/REPO[:TAG|@DIGEST] into (registry, repository, reference).
 
@@ -110,6 +133,7 @@ def parse_reference(ref):
         registry, path = DOCKER_HUB, parts
         if len(path) == 1:
             path = ['library'] + path
+    _check_registry_host(registry, ref, 'image reference')
     if not path or not all(_PATH_COMPONENT_RE.fullmatch(p) for p in path):
         raise RegistryError('invalid repository path in image reference %s: components must be '
                             'lowercase letters, digits and separators' % _show_ref(ref), 'reference', image=ref)

@@ -7,7 +7,7 @@ refuse the same values. Documentation: the .yml files beside this one."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.smshare.kai.plugins.module_utils import validate
+from ansible_collections.smshare.kai.plugins.module_utils import registry, validate
 
 
 def _passes(check, *args, **kwargs):
@@ -48,6 +48,25 @@ def url_with_credentials(value):
     return validate.has_credentials(value)
 
 
+def _parses(parse, value):
+    try:
+        parse(value)
+    except registry.RegistryError:
+        return False
+    return True
+
+
+def registry_path(value):
+    """host[:port][/path] as images are pushed there: no scheme, credentials, tag or trailing slash."""
+    return isinstance(value, str) and _parses(registry.parse_registry_path, value)
+
+
+def image_reference(value):
+    """An image reference host[:port]/path/name:tag or ...@sha256:<digest>, as the modules parse it."""
+    return (isinstance(value, str) and not validate.has_credentials(value)
+            and _passes(validate.text, "value", value, example="") and _parses(registry.parse_reference, value))
+
+
 class TestModule(object):
     def tests(self):
         return {
@@ -57,4 +76,6 @@ class TestModule(object):
             "plain_url": plain_url,
             "url_with_credentials": url_with_credentials,
             "git_url": git_url,
+            "registry_path": registry_path,
+            "image_reference": image_reference,
         }

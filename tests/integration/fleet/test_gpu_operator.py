@@ -96,6 +96,9 @@ def labels(lab, name):
     ({"gpu_operator_kubeconfig": "/nonexistent/smshare-kubeconfig"},
      ["gpu_operator_kubeconfig is /nonexistent/smshare-kubeconfig, which does not exist"]),
     ({"gpu_operator_values": ["driver.version=1"]}, ["gpu_operator_values", "dict"]),
+    # A version read from a file keeps its newline: `$` would let it through.
+    ({"gpu_operator_chart_version": "v26.7.1\n"}, ["gpu_operator_chart_version is 'v26.7.1", "pinned chart version"]),
+    ({"gpu_operator_driver_version": "615.71.09\n"}, ["gpu_operator_driver_version is '615.71.09", "driver version"]),
 ])
 def test_bad_input_and_mixed_methods_are_refused(lab, operator_nodes, extra, words):
     proc = run(lab, operator_nodes, "580.95.05", **extra)

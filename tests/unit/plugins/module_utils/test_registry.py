@@ -123,7 +123,11 @@ def test_parse_reference(ref, expected):
 @pytest.mark.parametrize("ref", ["https://reg.example.com/a:b", "reg.example.com/A/b:t", "reg.example.com/a:b@c",
                                  "reg.example.com/a:-bad", "", " reg.example.com/a:t", "reg.example.com/a:b\n",
                                  "reg.example.com/a\n/b:t", "reg.example.com/a@sha256:zz",
-                                 "reg.example.com/a@sha256:" + "a" * 63])
+                                 "reg.example.com/a@sha256:" + "a" * 63,
+                                 # the registry's port: decimal, 1-65535; the host: DNS labels or [IPv6]
+                                 "reg.example.com:99999/a:t", "reg.example.com:0/a:t", "reg.example.com:x/a:t",
+                                 "reg.example.com:/a:t", "reg_x.example.com/a:t", "-reg.example.com/a:t",
+                                 "reg.example.com/a#b:t"])
 def test_parse_reference_rejects(ref):
     with pytest.raises(reg.RegistryError) as err:
         reg.parse_reference(ref)
@@ -387,8 +391,27 @@ def test_odd_manifests_are_named_failures_or_empty_never_a_crash(body):
         assert info["platforms"] == [] and info["complete"] is False
 
 
-@pytest.mark.parametrize("ref", ["https://alice:s3cret@reg.example.com/a:b", "alice:s3cret@reg.example.com/a:b"])
+@pytest.mark.parametrize("value, expected", [
+    ("harbor.corp.internal/team/kai-fork", ("harbor.corp.internal", "team/kai-fork")),
+    ("127.0.0.1:5443/smshare", ("127.0.0.1:5443", "smshare")),
+    ("[::1]:5000/a", ("[::1]:5000", "a")),
+    ("localhost:65535", ("localhost:65535", "")),
+])
+def test_parse_registry_path(value, expected):
+    assert reg.parse_registry_path(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "https://h/a", "h:99999/a", "h:0/a", "h:abc/a", "h/a/", "h/A", "h/a:t",
+                                   "h/a@sha256:" + "a" * 64, " h/a", "h/a\n", "u:p@h/a", "h//a", None, 5000])
+def test_parse_registry_path_rejects(value):
+    with pytest.raises(reg.RegistryError) as err:
+        reg.parse_registry_path(value)
+    assert err.value.kind == "reference"
+
+
+@pytest.mark.parametrize("ref", ["https://alice:s3cret@reg.example.com/a:b", "alice:s3cret@reg.example.com/a:b",
+                                 "alice:s3cret@reg.example.com:5000/a"])
 def test_reference_errors_never_echo_credentials(ref):
     with pytest.raises(reg.RegistryError) as err:
-        reg.parse_reference(ref)
+        (reg.parse_registry_path if ref.endswith(":5000/a") else reg.parse_reference)(ref)
     assert "s3cret" not in err.value.msg

@@ -19,6 +19,12 @@ TESTS = InputTests().tests()
                  "git@github.com:a/b.git", "file:///srv/git/b.git", "/srv/git/b.git", "git://h/b"],
      ["https://ghp_token@github.com/a/b.git", "https://u:p@h/b", "ssh://u:p@h/b", "u:p@h:b", "-h:b",
       "ftp://h/b", "file://h/b", "relative/path", "/a/../b", "https://h/b\n", "", None]),
+    ("registry_path", ["harbor.corp.internal/team/kai-fork", "127.0.0.1:5443/smshare", "localhost:5000"],
+     ["harbor.corp.internal:99999/team", "h:x/a", "https://h/a", "u:p@h/a", "h/a/", "h/Team", "h/a:tag",
+      "h/a\n", "", None, 5]),
+    ("image_reference", ["nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04", "busybox:1.36",
+                         "127.0.0.1:5443/a/b@sha256:" + "a" * 64],
+     ["u:p@h/a:t", "https://h/a:t", "nvidia/cuda:13 --privileged", "h/A:t", "h:99999/a:t", "h/a:t\n", "", None]),
 ])
 def test_good_and_bad_values(name, good, bad):
     for value in good:
