@@ -1,5 +1,6 @@
 """Helpers shared by the cluster directory's lab tests (converge, smoke test, uninstall)."""
 import json
+import re
 import subprocess
 import time
 
@@ -45,6 +46,26 @@ def knob(lab, key, value=None):
     else:
         lab.kubectl("-n", "smshare-lab", "patch", "configmap", "standin-knobs", "--type", "merge",
                     "-p", json.dumps({"data": {key: value}}))
+
+
+def flags_as_the_command_line_gives_them(lab):
+    """`-e name=value` for every boolean knob of the roles, at its default: the
+    strings "true"/"false", as a user types them. Knobs the lab's inventory
+    sets are left to it (an extra var would override the inventory)."""
+    inventory = "".join(p.read_text() for d in (lab.root / "inventories" / "lab", lab.root / ".lab" / "inventory")
+                        if d.is_dir() for p in sorted(d.glob("**/*")) if p.is_file())
+    args = []
+    for role in sorted((lab.root / "roles").iterdir()):
+        spec_file = role / "meta" / "argument_specs.yml"
+        if not spec_file.is_file():
+            continue
+        defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text()) or {}
+        for entry in yaml.safe_load(spec_file.read_text())["argument_specs"].values():
+            for name, option in entry.get("options", {}).items():
+                if option.get("type") == "bool" and isinstance(defaults.get(name), bool) \
+                        and not re.search(r"^\s*%s\s*:" % name, inventory, re.M):
+                    args += ["-e", "%s=%s" % (name, str(defaults[name]).lower())]
+    return args
 
 
 def wait_for(what, check, timeout=240, step=3):

@@ -22,9 +22,8 @@ import subprocess
 import pytest
 import yaml
 
-from cluster_helpers import (CONFIG, FINALIZER, PLAYBOOKS, assert_hosts, kube_json, knob, lab_vars, manifest,
-                             node_condition,
-                             releases, wait_for)
+from cluster_helpers import (CONFIG, FINALIZER, PLAYBOOKS, assert_hosts, flags_as_the_command_line_gives_them,
+                             kube_json, knob, lab_vars, manifest, node_condition, releases, wait_for)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -73,8 +72,11 @@ def test_rerun_changes_nothing(lab, converged):
 
 
 def test_check_diff_changes_nothing(lab, converged):
+    """Also with every boolean knob given as `-e name=false` gives it: a string."""
     before = releases(lab)
-    proc = lab.playbook("site.yml", "--check", "--diff")
+    flags = flags_as_the_command_line_gives_them(lab)
+    assert len(flags) > 20, flags
+    proc = lab.playbook("site.yml", "--check", "--diff", *flags)
     assert_hosts(lab, proc, failed=0, changed=0)
     assert releases(lab) == before
 
