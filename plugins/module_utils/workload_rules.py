@@ -23,6 +23,7 @@ __metaclass__ = type
 import io
 import os
 import re
+import stat
 
 from ansible.module_utils.six import string_types
 
@@ -55,6 +56,7 @@ WARNING = "warning"
 # rule -> (severity, what it checks): the README's table and the unit tests follow it.
 RULES = {
     "parse": (ERROR, "the file is YAML or JSON Kubernetes objects"),
+    "not-read": (ERROR, "the path is a regular file within the size limits, so it could be checked"),
     "scheduler-name": (ERROR, "KAI annotations or a queue label come with schedulerName: kai-scheduler"),
     "gpu-fraction-range": (ERROR, "gpu-fraction is a number with 0 < f < 1"),
     "gpu-memory-value": (ERROR, "gpu-memory is a positive whole number of MiB"),
@@ -629,32 +631,88 @@ def live_view(obj):
 EXTENSIONS = (".yaml", ".yml", ".json")
 
 
-def manifest_files(paths):
+class Limits:
+    """What one run reads at most: a linter is pointed at repositories nobody
+    vetted (a 50 MB manifest, an alias bomb of nested `kind: List`)."""
+
+    def __init__(self, file_bytes=10 * 1024 * 1024, total_bytes=256 * 1024 * 1024, objects=50000, list_depth=16):
+        self.file_bytes, self.total_bytes, self.objects, self.list_depth = file_bytes, total_bytes, objects, list_depth
+        self.bytes_read = 0
+        self.objects_seen = 0
+
+
+def _regular(path):
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def manifest_files(paths, skipped=None):
     """Files to read, in a stable order: each file given, and every *.yaml,
-    *.yml, *.json under each directory. A path that does not exist raises OSError."""
+    *.yml, *.json under each directory. A path that does not exist raises
+    OSError; what is not a regular file (a FIFO, a socket, a broken link) is
+    appended to `skipped` when given, never opened."""
     found = []
     for path in paths:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(EXTENSIONS))
-        elif os.path.isfile(path):
+                for name in sorted(f for f in files if f.endswith(EXTENSIONS)):
+                    full = os.path.join(root, name)
+                    if _regular(full):
+                        found.append(full)
+                    elif skipped is not None:
+                        skipped.append(full)
+        elif _regular(path):
             found.append(path)
+        elif os.path.lexists(path):
+            if skipped is None:
+                raise OSError("%s: not a regular file" % path)
+            skipped.append(path)
         else:
             raise OSError("%s: no such file or directory" % path)
     return found
 
 
-def read_documents(path, loader, errors):
+def _read_text(path, limits):
+    """(text, None) or (None, Finding) for one file within the limits."""
+    size = os.stat(path).st_size
+    if size > limits.file_bytes:
+        return None, Finding("not-read", None, None, "is %d bytes, over the limit of %d per file: not checked"
+                             % (size, limits.file_bytes), path)
+    if limits.bytes_read + size > limits.total_bytes:
+        return None, Finding("not-read", None, None, "not checked: the run reached its limit of %d bytes read"
+                             % limits.total_bytes, path)
+    with io.open(path, "rb") as handle:
+        data = handle.read(limits.file_bytes + 1)
+    limits.bytes_read += len(data)
+    if len(data) > limits.file_bytes:
+        return None, Finding("not-read", None, None, "grew over the limit of %d bytes per file while read: not "
+                             "checked" % limits.file_bytes, path)
+    if b"\0" in data:
+        return None, Finding("parse", None, None, "is a binary file (a NUL byte at offset %d), not YAML or JSON"
+                             % data.index(b"\0"), path)
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, Finding("parse", None, None, "is not UTF-8 text (byte 0x%02x at offset %d): YAML and JSON "
+                             "manifests are UTF-8" % (data[exc.start], exc.start), path)
+
+
+def read_documents(path, loader, errors, limits=None):
     """[(source, object)] from one file, and a parse Finding instead when it is not YAML.
     loader: a function text -> documents (yaml.safe_load_all); errors: what it raises."""
-    with io.open(path, encoding="utf-8") as handle:
-        text = handle.read()
+    text, problem = _read_text(path, limits or Limits())
+    if problem:
+        return [], [problem]
     try:
         documents = list(loader(text))
     except errors as exc:  # the YAML library's errors carry line and column
         detail = " ".join(str(exc).split())
         return [], [Finding("parse", None, None, "is not valid YAML or JSON: %s" % detail, path)]
+    except RecursionError:
+        return [], [Finding("parse", None, None, "is nested too deeply to read", path)]
     found = []
     for index, document in enumerate(documents):
         if document is None:
@@ -667,17 +725,54 @@ def read_documents(path, loader, errors):
     return found, []
 
 
-def lint_files(paths, loader, errors, queues=None):
-    """(findings, objects checked, files read) for files and directories."""
+class _Stop(Exception):
+    def __init__(self, finding):
+        Exception.__init__(self, finding.message)
+        self.finding = finding
+
+
+def _bounded(document, source, limits, depth=0):
+    """expand() for one document, within the nesting and object limits."""
+    if depth > limits.list_depth:
+        raise _Stop(Finding("not-read", None, None, "nests kind: List more than %d deep: the rest of the file was "
+                            "not checked" % limits.list_depth, source))
+    if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
+        for item in document["items"]:
+            for obj in _bounded(item, source, limits, depth + 1):
+                yield obj
+    elif isinstance(document, dict) and document:
+        limits.objects_seen += 1
+        if limits.objects_seen > limits.objects:
+            raise _Stop(Finding("not-read", None, None, "the run reached its limit of %d objects: the rest was not "
+                                "checked" % limits.objects, source))
+        yield document
+
+
+def lint_files(paths, loader, errors, queues=None, limits=None):
+    """(findings, objects checked, files read) for files and directories.
+    A file that cannot be read or parsed is a finding; the others are still checked."""
+    limits = limits or Limits()
     tree = None if queues is None else queue_tree.names_and_parents(queues)
-    findings, count, files = [], 0, manifest_files(paths)
+    skipped = []
+    findings, count, files = [], 0, manifest_files(paths, skipped)
+    findings.extend(Finding("not-read", None, None, "is not a regular file (a FIFO, socket, device or broken link): "
+                            "not opened", path) for path in skipped)
     for path in files:
-        documents, problems = read_documents(path, loader, errors)
+        try:
+            documents, problems = read_documents(path, loader, errors, limits)
+        except (IOError, OSError) as exc:
+            documents, problems = [], [Finding("not-read", None, None, "cannot be read: %s" % (
+                exc.strerror or exc), path)]
         findings.extend(problems)
-        for source, document in documents:
-            for obj in expand([document]):
-                count += 1
-                findings.extend(lint_object(obj, tree, source))
+        try:
+            for source, document in documents:
+                for obj in _bounded(document, source, limits):
+                    count += 1
+                    findings.extend(lint_object(obj, tree, source))
+        except _Stop as stop:
+            findings.append(stop.finding)
+            if limits.objects_seen > limits.objects:
+                break
     return findings, count, files
 
 

@@ -56,3 +56,26 @@ def test_a_wrong_path_is_a_failure_not_a_pass(tmp_path):
     proc = lint(tmp_path, "-e", "workload_lint_paths=nowhere/")
     assert proc.returncode == 2
     assert "no such file or directory" in proc.stdout
+
+
+def test_a_hostile_repository_fails_naming_each_file_and_never_blocks(tmp_path):
+    """A FIFO named *.yaml, a binary, a Latin-1 file and one over the size
+    limit beside a good manifest: each is an error line, the good one is
+    still checked, and the run ends (a FIFO once blocked it forever)."""
+    repo = tmp_path / "k8s"
+    repo.mkdir()
+    os.mkfifo(str(repo / "a-pipe.yaml"))
+    (repo / "b-binary.yaml").write_bytes(b"\x00\x01\x02")
+    (repo / "c-latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    (repo / "d-big.yaml").write_text(yaml.safe_dump(GOOD) + "#" * 4096)
+    (repo / "e-pod.yaml").write_text(yaml.safe_dump(GOOD))
+    proc = lint(tmp_path, "-e", "workload_lint_paths=k8s/", "-e", "workload_lint_max_file_bytes=2048")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = " ".join(proc.stdout.split())
+    for line in ("ERROR: %s/a-pipe.yaml: is not a regular file" % repo,
+                 "ERROR: %s/b-binary.yaml: is a binary file (a NUL byte at offset 0)" % repo,
+                 "ERROR: %s/c-latin1.yaml: is not UTF-8 text (byte 0xe9 at offset 9)" % repo,
+                 "ERROR: %s/d-big.yaml: is " % repo,
+                 "over the limit of 2048 per file: not checked",
+                 "4 errors, 0 warnings in 1 object checked"):
+        assert line in out, (line, proc.stdout)

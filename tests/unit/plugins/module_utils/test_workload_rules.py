@@ -575,3 +575,10 @@ def test_owned_by():
     assert wr.owned_by(owned, {"ReplicaSet"}) and not wr.owned_by(owned, {"Job"})
     owned["metadata"]["ownerReferences"][0]["controller"] = False
     assert not wr.owned_by(owned, {"ReplicaSet"})
+
+
+def test_nesting_past_the_pure_python_loaders_recursion_is_a_parse_finding(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("[" * 5000 + "]" * 5000)
+    findings, checked, _files = wr.lint_files([str(path)], yaml.safe_load_all, (yaml.YAMLError,))
+    assert checked == 0 and [(f.rule, f.message) for f in findings] == [("parse", "is nested too deeply to read")]

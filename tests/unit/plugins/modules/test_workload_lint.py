@@ -1,5 +1,7 @@
 # Apache-2.0
 """workload_lint run in-process on files and objects (live objects: tests/integration/queues)."""
+import os
+
 import pytest
 
 from ansible.module_utils import basic
@@ -124,3 +126,73 @@ def test_unreachable_cluster_is_a_named_failure(monkeypatch, tmp_path):
         "users": [{"name": "x", "user": {"token": "t"}}]}))
     done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(kubeconfig)})
     assert done.failed and done.result["failure"] == "cluster"
+
+
+# ---------------------------------------------------------------- hostile repositories
+def by_rule(done):
+    return sorted((f["rule"], f["source"].rsplit("/", 1)[-1], f["message"]) for f in done.result["findings"])
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("binary.yaml", b"\x7fELF\x02\x01\x01\x00\x00rest", ["binary file", "offset 7"]),
+    ("latin1.yaml", "metadata:\n  name: caf\xe9\n".encode("latin-1"), ["not UTF-8", "0xe9", "offset 21"]),
+    ("deep.yaml", b"[" * 20000 + b"]" * 20000, ["nest"]),   # libyaml: "maximum nesting depth"
+])
+def test_an_unreadable_file_is_a_finding_and_the_others_are_still_checked(monkeypatch, tmp_path, name, content,
+                                                                          words):
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / "z-ok.yaml").write_text(yaml.safe_dump(GOOD))
+    (tmp_path / "z-bad.yaml").write_text(yaml.safe_dump(with_label("nope")))
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "queues": TREE, "fail_on": "never"})
+    assert not done.failed, done.result
+    rules = by_rule(done)
+    assert [r[:2] for r in rules] == [("parse", name), ("queue-unknown", "z-bad.yaml")], rules
+    assert all(w in rules[0][2] for w in words), rules[0]
+    assert done.result["checked"] == 2
+
+
+def test_a_fifo_is_never_opened(monkeypatch, tmp_path):
+    os.mkfifo(str(tmp_path / "pipe.yaml"))
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(GOOD))
+    done = run(monkeypatch, {"paths": [str(tmp_path), str(tmp_path / "pipe.yaml")], "fail_on": "never"})
+    assert [r[:2] for r in by_rule(done)] == [("not-read", "pipe.yaml")] * 2
+    assert "not a regular file" in by_rule(done)[0][2] and done.result["checked"] == 1
+
+
+def test_size_limits(monkeypatch, tmp_path):
+    (tmp_path / "a-big.yaml").write_text(yaml.safe_dump(GOOD) + "#" * 2000)
+    (tmp_path / "b-ok.yaml").write_text(yaml.safe_dump(GOOD))
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "max_file_bytes": 1000, "fail_on": "never"})
+    assert [r[:2] for r in by_rule(done)] == [("not-read", "a-big.yaml")] and done.result["checked"] == 1
+    assert "over the limit of 1000 per file" in by_rule(done)[0][2]
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "max_total_bytes": 2500, "fail_on": "never"})
+    assert [r[:2] for r in by_rule(done)] == [("not-read", "b-ok.yaml")] and done.result["checked"] == 1
+
+
+def test_an_alias_bomb_stops_at_the_object_limit(monkeypatch, tmp_path):
+    """Nine levels of ten aliases: a billion pods if expanded."""
+    lines = ["a0: &a0 %s" % yaml.safe_dump(GOOD, default_flow_style=True).strip()]
+    for level in range(1, 10):
+        lines.append("a%d: &a%d {kind: List, items: [%s]}" % (level, level, ", ".join(["*a%d" % (level - 1)] * 10)))
+    lines.append("kind: List\nitems: [*a9]")
+    (tmp_path / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "max_objects": 500, "fail_on": "never"})
+    assert done.result["checked"] == 500
+    assert [r[:2] for r in by_rule(done)] == [("not-read", "bomb.yaml")]
+    assert "limit of 500 objects" in by_rule(done)[0][2]
+
+
+def test_list_nesting_limit(monkeypatch, tmp_path):
+    nested = GOOD
+    for _ in range(5):
+        nested = {"kind": "List", "items": [nested]}
+    (tmp_path / "nested.yaml").write_text(yaml.safe_dump(nested))
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "max_list_depth": 3, "fail_on": "never"})
+    assert [r[:2] for r in by_rule(done)] == [("not-read", "nested.yaml")] and done.result["checked"] == 0
+    assert run(monkeypatch, {"paths": [str(tmp_path)], "fail_on": "never"}).result["checked"] == 1
+
+
+@pytest.mark.parametrize("name", ["max_file_bytes", "max_total_bytes", "max_objects", "max_list_depth"])
+def test_a_limit_below_one_is_refused(monkeypatch, tmp_path, name):
+    done = run(monkeypatch, {"paths": [str(tmp_path)], name: 0})
+    assert done.failed and done.result["parameter"] == name and "must be 1 or more" in done.result["msg"]
