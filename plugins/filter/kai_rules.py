@@ -39,8 +39,29 @@ def workload_lint(objects, queues=None):
 def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None):
     """The queues role's plan: objects to apply (parents first), queues to prune
     (children first), adopted queues, errors and warnings of the whole tree."""
-    return queue_tree.plan(_plain(queues), live=_plain(live or []), prune=bool(prune),
+    prune = _boolean("prune", prune)
+    live = _plain(live if live is not None else [])
+    if not isinstance(live, list):
+        raise AnsibleFilterError("queue_plan: live must be the list of Queue objects the cluster returned (a k8s_info "
+                                 "task's .resources), got %s" % type(live).__name__)
+    return queue_tree.plan(_plain(queues), live=live, prune=prune,
                            workload_queues=_plain(workload_queues or []), pods=_plain(pods or []))
+
+
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
+def _boolean(name, value):
+    """A boolean, or the strings -e key=value gives (true/false, yes/no, on/off, 1/0); anything else refused."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise AnsibleFilterError("queue_plan: %s=%r must be a boolean (true or false)" % (name, value))
 
 
 def gpu_capacity(nodes, pods=None, selector=None):

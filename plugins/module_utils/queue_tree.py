@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible.module_utils.six import string_types
@@ -49,6 +50,10 @@ QUEUE_KEYS = ("name", "display_name", "parent", "priority", "resources")
 NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NUMBER_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 UNLIMITED = -1
+# A label value's longest (pods name their queue in kai.scheduler/queue).
+LABEL_MAX = 63
+# Queue spec.priority is a 32-bit integer.
+PRIORITY_MIN, PRIORITY_MAX = -2 ** 31, 2 ** 31 - 1
 EPSILON = 1e-9
 
 ERROR = "error"
@@ -127,7 +132,7 @@ def _number(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return value
+        return value if math.isfinite(value) else None
     if isinstance(value, string_types) and NUMBER_RE.fullmatch(value.strip()):
         text = value.strip()
         return float(text) if "." in text else int(text)
@@ -179,11 +184,12 @@ def from_inventory(items):
                 show(item))))
             continue
         name = item.get("name")
-        if not isinstance(name, string_types) or not NAME_RE.fullmatch(name) or len(name) > 253:
+        if not isinstance(name, string_types) or not NAME_RE.fullmatch(name) or len(name) > LABEL_MAX:
             problems.append(Problem(ERROR, label, "name",
                                     "name=%s: must be a Kubernetes object name (lowercase letters, digits, "
-                                    "'-' and '.', starting and ending with a letter or digit); "
-                                    "for example ml-team" % show(name)))
+                                    "'-' and '.', starting and ending with a letter or digit) of at most %d "
+                                    "characters, the longest value the kai.scheduler/queue label of a pod can "
+                                    "carry; for example ml-team" % (show(name), LABEL_MAX)))
             continue
         label = name
         if name in seen:
@@ -204,12 +210,12 @@ def from_inventory(items):
             problems.append(Problem(ERROR, label, "shape",
                                     "display_name=%s: must be text on one line" % show(display_name)))
         priority = item.get("priority")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        if priority is not None:
             number = _number(priority)
-            if number is None or not float(number).is_integer():
+            if number is None or not float(number).is_integer() or not PRIORITY_MIN <= number <= PRIORITY_MAX:
                 problems.append(Problem(ERROR, label, "shape",
-                                        "priority=%s: must be a whole number (higher goes first; KAI's default is 100)"
-                                        % show(priority)))
+                                        "priority=%s: must be a whole number from %d to %d (higher goes first; "
+                                        "KAI's default is 100)" % (show(priority), PRIORITY_MIN, PRIORITY_MAX)))
             else:
                 priority = int(number)
         resources, explicit = _resources_from_inventory(label, item.get("resources"), problems)

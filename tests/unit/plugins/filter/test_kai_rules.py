@@ -38,3 +38,25 @@ def test_queue_plan():
     assert plan["errors"] == ["queue a: resources.gpu: limit 0.5 is below the quota 1 (GPUs); the limit is a hard "
                               "cap: set it to at least 1, or -1 for no limit"]
     assert [o["metadata"]["name"] for o in plan["objects"]] == ["a"]
+
+
+MANAGED = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+           "metadata": {"name": "old", "labels": {"app.kubernetes.io/managed-by": "smshare.kai"}}, "spec": {}}
+
+
+@pytest.mark.parametrize("prune, pruned", [(False, []), ("false", []), ("no", []), ("0", []), (0, []),
+                                           (True, ["old"]), ("true", ["old"]), ("yes", ["old"])])
+def test_queue_plan_reads_prune_as_ansible_does(prune, pruned):
+    plan = kai_rules.queue_plan([{"name": "a"}], live=[MANAGED], prune=prune)
+    assert plan["prune"] == pruned
+
+
+@pytest.mark.parametrize("prune", ["maybe", "", None, 2, [True]])
+def test_queue_plan_refuses_a_prune_that_is_not_a_boolean(prune):
+    with pytest.raises(AnsibleFilterError, match="prune=.* must be a boolean"):
+        kai_rules.queue_plan([{"name": "a"}], live=[], prune=prune)
+
+
+def test_queue_plan_refuses_a_live_list_that_is_a_mapping():
+    with pytest.raises(AnsibleFilterError, match="live must be the list of Queue objects"):
+        kai_rules.queue_plan([{"name": "a"}], live={"resources": [MANAGED]})

@@ -143,7 +143,32 @@ def test_every_shape_error_is_reported_at_once():
 def test_shape_errors_stop_before_the_tree_rules():
     # a bad item must not produce misleading tree errors (its children "losing" their parent)
     found = errors([{"name": "p", "priority": "x"}, q("c", "p")])
-    assert found == ["queue p: priority='x': must be a whole number (higher goes first; KAI's default is 100)"]
+    assert found == ["queue p: priority='x': must be a whole number from -2147483648 to 2147483647 (higher goes "
+                     "first; KAI's default is 100)"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("field", ["quota", "limit", "over_quota_weight"])
+def test_a_quota_that_is_not_a_finite_number_is_refused(field, value):
+    found = errors([q("a", gpu={field: value})])
+    assert found and found[0].startswith("queue a: resources.gpu.%s=%s: must be a number" % (field, value)), found
+
+
+def test_a_nan_child_does_not_pass_the_children_over_parent_rule():
+    found = errors([q("p", gpu={"quota": 1}), q("c", "p", gpu={"quota": float("nan")})])
+    assert found and "must be a number" in found[0], found
+
+
+def test_a_name_no_queue_label_can_carry_is_refused():
+    assert errors([q("a" * 63)]) == []
+    found = errors([q("a" * 64)])
+    assert found and "at most 63 characters" in found[0] and "kai.scheduler/queue" in found[0], found
+
+
+@pytest.mark.parametrize("priority", [2 ** 31, -2 ** 31 - 1, 10 ** 30, True])
+def test_a_priority_outside_32_bits_is_refused(priority):
+    found = errors([{"name": "p", "priority": priority}])
+    assert found and "must be a whole number from -2147483648 to 2147483647" in found[0], found
 
 
 # ---------------------------------------------------------------- tree rules
