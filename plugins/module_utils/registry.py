@@ -97,7 +97,7 @@ def parse_registry_path(value):
     if not isinstance(value, str) or not value or value != value.strip() or '://' in value:
         raise RegistryError('invalid registry path %s: expected host[:port]/path' % _show_ref(value),
                             'reference', image=value)
-    host, _, path = value.partition('/')
+    host, path = (value.split('/', 1) + [''])[:2]
     _check_registry_host(host, value, 'registry path')
     if path and not all(_PATH_COMPONENT_RE.fullmatch(p) for p in path.split('/')):
         raise RegistryError('invalid path in registry path %s: components must be lowercase letters, digits and '

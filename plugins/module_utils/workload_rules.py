@@ -738,8 +738,7 @@ def _bounded(document, source, limits, depth=0):
                             "not checked" % limits.list_depth, source))
     if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
         for item in document["items"]:
-            for obj in _bounded(item, source, limits, depth + 1):
-                yield obj
+            yield from _bounded(item, source, limits, depth + 1)
     elif isinstance(document, dict) and document:
         limits.objects_seen += 1
         if limits.objects_seen > limits.objects:

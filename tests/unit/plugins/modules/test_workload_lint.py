@@ -184,7 +184,7 @@ def test_an_alias_bomb_stops_at_the_object_limit(monkeypatch, tmp_path):
 
 def test_list_nesting_limit(monkeypatch, tmp_path):
     nested = GOOD
-    for _ in range(5):
+    for _level in range(5):
         nested = {"kind": "List", "items": [nested]}
     (tmp_path / "nested.yaml").write_text(yaml.safe_dump(nested))
     done = run(monkeypatch, {"paths": [str(tmp_path)], "max_list_depth": 3, "fail_on": "never"})
