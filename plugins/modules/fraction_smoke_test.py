@@ -291,7 +291,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
-from ansible_collections.smshare.kai.plugins.module_utils import validate
+from ansible_collections.smshare.kai.plugins.module_utils import registry, validate
 
 try:
     from kubernetes import client as kclient
@@ -307,7 +307,6 @@ else:
 
 NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 NODE_RE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 SELECTOR_RE = re.compile(r"[A-Za-z0-9._/=,!-]+")
 # causes waiting cannot fix (a missing queue label is not one: KAI's podgrouper may
 # put the pod in default-queue, so it is only named when the pod is still Pending)
@@ -319,6 +318,20 @@ POLL = 1.0
 
 class Interrupted(Exception):
     pass
+
+
+def check_image(key, value):
+    """The rules registry_image_info applies: no credentials, scheme, whitespace or arguments; a lowercase
+    path; a valid tag or digest; a port 1-65535."""
+    validate.text(key, value, example=st.DEFAULT_IMAGE)
+    if validate.has_credentials(value) or "@" in value.split("/", 1)[0]:
+        raise validate.BadInput(key, value, "must not carry credentials (user:password@): give the pods an image "
+                                "pull secret (image_pull_secrets)", st.DEFAULT_IMAGE, secret=True)
+    try:
+        registry.parse_reference(value)
+    except registry.RegistryError as exc:
+        raise validate.BadInput(key, value, "must be an image reference [host[:port]/]path/name:tag or "
+                                "...@sha256:<digest> (%s)" % exc.msg.split(":")[0], st.DEFAULT_IMAGE)
 
 
 def check_input(params):
@@ -341,7 +354,7 @@ def check_input(params):
         validate.text("name_suffix", params["name_suffix"], example="gpu-node-07", pattern=NAME_RE,
                       rule="must be lower-case letters, digits and '-'", max_length=40)
     for key in ("image", "devicequery_image"):
-        validate.text(key, params[key], example=st.DEFAULT_IMAGE, pattern=IMAGE_RE, rule="must be an image reference")
+        check_image(key, params[key])
     for index, name in enumerate(params["image_pull_secrets"]):
         validate.text("image_pull_secrets[%d]" % index, name, example="registry-login", pattern=NAME_RE,
                       rule="must be a Secret name")

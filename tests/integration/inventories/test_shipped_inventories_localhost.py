@@ -97,6 +97,25 @@ def test_the_placeholder_registry_is_refused_naming_the_knob(tmp_path, name):
     assert "smshare_registry" in done.stdout and "Nothing was changed" in done.stdout, done.stdout[-3000:]
 
 
+@pytest.mark.parametrize("play", ["kai_scheduler", "gpu_fractioning"])
+@pytest.mark.parametrize("registry", ["registry.lab.internal:99999/team/kai-fork", "registry.lab.internal:x/team"])
+def test_a_registry_port_out_of_range_is_refused_before_the_cluster(tmp_path, play, registry):
+    inventory = user_copy(tmp_path, "a100", registry=registry)
+    done = playbook(inventory, "playbooks/%s.yml" % play, "--check", "--tags", "%s_validate" % play)
+    assert done.returncode != 0 and "%s_registry is '%s'" % (play, registry) in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("image", ["alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
+                                   "https://alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
+                                   "nvidia/cuda:13.3.1 --privileged", "mirror.lab.internal/NVIDIA/cuda:13.3.1"])
+def test_a_smoke_test_image_that_is_not_a_plain_reference_is_refused_unechoed(tmp_path, image):
+    inventory = user_copy(tmp_path, "a100")
+    done = playbook(inventory, "playbooks/smoke_test.yml", "-vvv", extra={"smoke_test_image": image})
+    assert done.returncode != 0 and "smoke_test_image=" in done.stdout and "Nothing was changed" in done.stdout, \
+        done.stdout[-3000:]
+    assert "s3cret" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_site_parses_and_lists_every_play(tmp_path, name):
     inventory = user_copy(tmp_path, name)

@@ -142,6 +142,12 @@ BAD = [
     ("queue_slash", {"queue": "a/b"}, "queue", "queue name"),
     ("image_space", {"image": "nvidia/cuda latest"}, "image", "image reference"),
     ("image_dash", {"devicequery_image": "-it"}, "devicequery_image", "image reference"),
+    ("image_arguments", {"image": "nvidia/cuda:13 --privileged"}, "image", "image reference"),
+    ("image_credentials", {"image": "alice:s3cret@reg.example.com/cuda:13"}, "image", "credentials"),
+    ("image_url_credentials", {"image": "https://alice:s3cret@reg.example.com/cuda:13"}, "image", "credentials"),
+    ("image_scheme", {"image": "https://reg.example.com/cuda:13"}, "image", "image reference"),
+    ("image_upper", {"image": "reg.example.com/Team/cuda:13"}, "image", "image reference"),
+    ("image_port", {"devicequery_image": "reg.example.com:99999/dq:1"}, "devicequery_image", "image reference"),
     ("secret_upper", {"image_pull_secrets": ["Login"]}, "image_pull_secrets[0]", "Secret name"),
     ("selector_space", {"mpsd_selector": "app in (a, b)"}, "mpsd_selector", "label selector"),
     ("timeout_small", {"timeout": 1}, "timeout", "between 10 and 3600"),
@@ -163,6 +169,7 @@ def test_bad_input(monkeypatch, args, parameter, words, check_mode):
     assert done.failed
     assert done.result["failure"] == "bad_input" and done.result["parameter"] == parameter
     assert words in done.result["msg"] and "Nothing was changed" in done.result["msg"]
+    assert "s3cret" not in str(done.result)
 
 
 def test_check_mode_creates_nothing(monkeypatch):
