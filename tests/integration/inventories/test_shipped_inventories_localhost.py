@@ -116,6 +116,27 @@ def test_a_smoke_test_image_that_is_not_a_plain_reference_is_refused_unechoed(tm
     assert "s3cret" not in done.stdout + done.stderr
 
 
+def report_dirs(tmp_path):
+    """Bad report folders: relative, escaping with '..', a file."""
+    (tmp_path / "a-file").write_text("")
+    return {"relative": ("reports/audit", "must be an absolute path"),
+            "dotdot": (str(tmp_path / ".." / "x"), "must be an absolute path"),
+            "file": (str(tmp_path / "a-file"), "not a folder")}
+
+
+@pytest.mark.parametrize("case", ["relative", "dotdot", "file"])
+@pytest.mark.parametrize("play, variable", [("audit", "smshare_audit_report_dir"),
+                                            ("smoke_test", "smoke_test_report_dir")])
+def test_a_bad_report_folder_is_refused_before_any_cluster_contact(tmp_path, case, play, variable):
+    value, words = report_dirs(tmp_path)[case]
+    inventory = user_copy(tmp_path, "a100")
+    done = playbook(inventory, "playbooks/%s.yml" % play, extra={variable: value})
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and "%s=" % variable in out and words in out, done.stdout[-3000:]
+    # Refused on the first play, before any GPU node or the cluster was asked anything.
+    assert "UNREACHABLE" not in done.stdout and "kubeconfig" not in out.split(words)[0][-400:], done.stdout[-3000:]
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_site_parses_and_lists_every_play(tmp_path, name):
     inventory = user_copy(tmp_path, name)
