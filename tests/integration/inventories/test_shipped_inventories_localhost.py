@@ -137,6 +137,18 @@ def test_a_bad_report_folder_is_refused_before_any_cluster_contact(tmp_path, cas
     assert "UNREACHABLE" not in done.stdout and "kubeconfig" not in out.split(words)[0][-400:], done.stdout[-3000:]
 
 
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_good_report_folder_passes_the_audits_check(tmp_path, exists):
+    folder = tmp_path / "audit"
+    if exists:
+        folder.mkdir()
+    inventory = user_copy(tmp_path, "a100")
+    done = playbook(inventory, "playbooks/audit.yml", "--limit", "localhost", "--tags", "audit_check_report_dir",
+                    extra={"smshare_audit_report_dir": str(folder)})
+    assert done.returncode == 0 and "failed=0" in done.stdout, done.stdout[-3000:]
+    assert "TASK [Check it is a folder this user can write, or can be created] ***" in done.stdout
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_site_parses_and_lists_every_play(tmp_path, name):
     inventory = user_copy(tmp_path, name)
