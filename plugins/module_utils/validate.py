@@ -91,6 +91,24 @@ def text(parameter, value, example, pattern=None, rule=None, required=True, posi
     return value
 
 
+# A label key or condition type as the API validates it: an optional DNS
+# subdomain prefix (253 characters at most) and '/', then a name of at most 63.
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_QUALIFIED_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+
+
+def qualified_name(parameter, value, example):
+    """A Kubernetes qualified name (label key, annotation key, condition type): [prefix/]name."""
+    text(parameter, value, example)
+    prefix, sep, name = value.rpartition("/")
+    if (sep and (len(prefix) > 253 or not re.fullmatch(_DNS_SUBDOMAIN, prefix))) \
+            or len(name) > 63 or not re.fullmatch(_QUALIFIED_NAME, name):
+        raise BadInput(parameter, value, "must be a Kubernetes qualified name: an optional DNS prefix and '/', then "
+                       "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                       example)
+    return value
+
+
 # ---------------------------------------------------------------- numbers
 def integer(parameter, value, example, minimum=None, maximum=None, required=True):
     if value is None:

@@ -48,6 +48,11 @@ def url_with_credentials(value):
     return validate.has_credentials(value)
 
 
+def qualified_name(value):
+    """A Kubernetes qualified name (label key, condition type): [dns-prefix/]name of at most 63 characters."""
+    return _passes(validate.qualified_name, "value", value, example="")
+
+
 def _parses(parse, value):
     try:
         parse(value)
@@ -78,4 +83,5 @@ class TestModule(object):
             "git_url": git_url,
             "registry_path": registry_path,
             "image_reference": image_reference,
+            "qualified_name": qualified_name,
         }

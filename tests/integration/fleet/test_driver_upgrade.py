@@ -139,6 +139,11 @@ def test_check_mode_changes_nothing(fleet):
     ({"driver_upgrade_max_unavailable": "150%"}, ["driver_upgrade_max_unavailable is '150%'"]),
     ({"driver_upgrade_drain_timeout": -5}, ["driver_upgrade_drain_timeout is '-5'", "seconds above 0"]),
     ({"smshare_driver_method": "gpu_operator"}, ["host-installed drivers only", "GPU Operator"]),
+    # A typo in a label key or condition type once showed only as a Ready wait that timed out.
+    ({"driver_upgrade_driver_label": "nvidia.com/cuda driver-version"},
+     ["driver_upgrade_driver_label is 'nvidia.com/cuda driver-version'", "Node label key"]),
+    ({"driver_upgrade_agent_condition": "gpu-fractioning.nvidia.com/"},
+     ["driver_upgrade_agent_condition is 'gpu-fractioning.nvidia.com/'", "Node condition type"]),
     ({"driver_upgrade_kubeconfig": "/nonexistent/smshare-kubeconfig"},
      ["driver_upgrade_kubeconfig is /nonexistent/smshare-kubeconfig, which does not exist", "Nothing was changed"]),
 ])
