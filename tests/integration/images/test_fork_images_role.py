@@ -289,6 +289,22 @@ def test_failed_login_is_a_failure_that_builds_nothing(scenario, tmp_path):
     assert not (scenario.workdir / ".build-env").exists()
 
 
+def test_a_failed_docker_login_is_a_failure_not_a_login(scenario, tmp_path):
+    """community.docker.docker_login against a Docker daemon that is not
+    there: the play stops at the login naming docker, user and registry (it
+    once reported "Logged in": failed_when: false had cleared the failure)."""
+    count = len(scenario.records())
+    outcome = scenario.play(fork_images_tag="login-docker-1", fork_images_registry_login_tool="docker",
+                            extra_env={"DOCKER_HOST": "unix://%s" % (tmp_path / "no-docker.sock")})
+    assert outcome.rc != 0
+    text = flat(outcome)
+    assert f"docker login to {scenario.registry.address} as {scenario.registry.username} failed" in text, \
+        outcome.output[-3000:]
+    assert "Logged in to" not in text and "Nothing was built" in text
+    assert len(scenario.records()) == count
+    assert scenario.registry.password not in outcome.output
+
+
 @pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
 def test_two_kai_platforms_on_the_docker_driver_builder_are_refused_before_anything_changes(
         scenario, second_run, tmp_path, check):
