@@ -105,6 +105,14 @@ def test_a_registry_port_out_of_range_is_refused_before_the_cluster(tmp_path, pl
     assert done.returncode != 0 and "%s_registry is '%s'" % (play, registry) in done.stdout, done.stdout[-3000:]
 
 
+@pytest.mark.parametrize("play", ["kai_scheduler", "gpu_fractioning"])
+def test_a_registry_with_credentials_is_refused_without_showing_them(tmp_path, play):
+    inventory = user_copy(tmp_path, "a100", registry="alice:s3cret@registry.lab.internal:5000/team")
+    done = playbook(inventory, "playbooks/%s.yml" % play, "--check", "-vvv", "--tags", "%s_validate" % play)
+    assert done.returncode != 0 and "<redacted>@registry.lab.internal:5000/team" in done.stdout, done.stdout[-3000:]
+    assert "s3cret" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("image", ["alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
                                    "https://alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
                                    "nvidia/cuda:13.3.1 --privileged", "mirror.lab.internal/NVIDIA/cuda:13.3.1"])
