@@ -36,7 +36,7 @@ def workload_lint(objects, queues=None):
     return [f.as_dict() for f in workload_rules.lint(_plain(objects), _plain(queues) if queues is not None else None)]
 
 
-def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None):
+def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None, cluster_unread=False):
     """The queues role's plan: objects to apply (parents first), queues to prune
     (children first), adopted queues, errors and warnings of the whole tree."""
     prune = _boolean("prune", prune)
@@ -45,7 +45,8 @@ def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None):
         raise AnsibleFilterError("queue_plan: live must be the list of Queue objects the cluster returned (a k8s_info "
                                  "task's .resources), got %s" % type(live).__name__)
     return queue_tree.plan(_plain(queues), live=live, prune=prune,
-                           workload_queues=_plain(workload_queues or []), pods=_plain(pods or []))
+                           workload_queues=_plain(workload_queues or []), pods=_plain(pods or []),
+                           cluster_unread=_boolean("cluster_unread", cluster_unread))
 
 
 TRUE_WORDS = ("true", "yes", "on", "1")

@@ -311,11 +311,13 @@ def _fmt(number):
     return "%g" % number if isinstance(number, float) else str(number)
 
 
-def check_tree(queues, workload_queues=None, pruned=()):
+def check_tree(queues, workload_queues=None, pruned=(), parents_unknown=False):
     """Every problem of the tree `queues` (a list of Queue), in a stable order.
 
     workload_queues: {queue name: [who names it, ...]}; each must exist and be
     a leaf. pruned: names about to be deleted (a parent among them is missing).
+    parents_unknown: the cluster was not read, so a parent that is not
+    declared may exist there (not a problem yet).
     Problems of queues this inventory does not manage are warnings: the role
     reports them but cannot fix them.
     """
@@ -340,7 +342,7 @@ def check_tree(queues, workload_queues=None, pruned=()):
                     ERROR, queue.name, "parent_missing",
                     "parent %r would be pruned (it is not in the inventory) but this queue still names it; "
                     "declare %r or move this queue" % (queue.parent, queue.parent)))
-            else:
+            elif not parents_unknown:
                 add(ERROR, queue.name, "parent_missing",
                     "parent %r does not exist: it is neither declared nor in the cluster" % queue.parent)
     problems.extend(_cycles(tree, by_name))
@@ -475,11 +477,13 @@ def parents_first(queues):
     return ordered
 
 
-def plan(items, live=(), prune=False, workload_queues=(), pods=()):
+def plan(items, live=(), prune=False, workload_queues=(), pods=(), cluster_unread=False):
     """What the queues role does: the tree after the change, checked whole.
 
     items: the inventory list; live: Queue objects in the cluster; prune:
-    delete the managed queues the inventory no longer declares. Returns
+    delete the managed queues the inventory no longer declares; cluster_unread:
+    live is not known yet (the inventory's own tree is checked: a parent it does
+    not declare may be in the cluster). Returns
     {"objects": [...parents first], "prune": [...children first], "adopt": [...],
      "errors": [...], "warnings": [...], "tree": {name: parent},
      "tree_text": ["ml-team (in research)", "research"]}.
@@ -498,7 +502,8 @@ def plan(items, live=(), prune=False, workload_queues=(), pods=()):
         result_tree.append(queue)
     adopt = sorted(q.name for q in live_queues if q.name in declared_names and not q.managed)
     if not [p for p in problems if p.severity == ERROR]:
-        problems.extend(check_tree(result_tree, workload_queue_sources(workload_queues, pods), pruned))
+        problems.extend(check_tree(result_tree, workload_queue_sources(workload_queues, pods), pruned,
+                                   parents_unknown=cluster_unread))
     by_name = dict((q.name, q) for q in live_queues)
     doomed = [by_name[name] for name in pruned]
     return {

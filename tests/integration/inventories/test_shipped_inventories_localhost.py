@@ -113,6 +113,20 @@ def test_a_registry_with_credentials_is_refused_without_showing_them(tmp_path, p
     assert "s3cret" not in done.stdout + done.stderr
 
 
+def test_a_bad_queue_tree_is_named_when_the_cluster_cannot_be_read(tmp_path):
+    """The a100 copy's kubeconfig points at no cluster: a cycle and a limit
+    below its quota are named beside the connection error."""
+    inventory = user_copy(tmp_path, "a100")
+    queues = [{"name": "research", "parent": "ml-team"}, {"name": "ml-team", "parent": "research"},
+              {"name": "cv-team", "parent": "platform", "resources": {"gpu": {"quota": 4, "limit": 2}}}]
+    done = playbook(inventory, "playbooks/queues.yml", extra={"smshare_queues": queues})
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and "Could not read the cluster's Queue objects" in out, done.stdout[-3000:]
+    assert "The queue tree also has 2 problem(s) of its own" in out and "cycle" in out, done.stdout[-3000:]
+    # cv-team's parent may be in the cluster, which was not read: not a problem yet.
+    assert "Nothing was changed" in out and "neither declared nor in the cluster" not in out
+
+
 @pytest.mark.parametrize("image", ["alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
                                    "https://alice:s3cret@mirror.lab.internal/nvidia/cuda:13.3.1",
                                    "nvidia/cuda:13.3.1 --privileged", "mirror.lab.internal/NVIDIA/cuda:13.3.1"])

@@ -316,3 +316,10 @@ def test_names_and_parents_takes_both_forms():
     tree = qt.names_and_parents([q("a"), q("b", "a"), live("c", "b"), "junk", {"nameless": 1}])
     assert tree == {"a": None, "b": "a", "c": "b"}
     assert qt.children_of(tree) == {"a": ["b"], "b": ["c"], "c": []}
+
+
+def test_before_the_cluster_is_read_an_undeclared_parent_is_not_a_problem_but_the_rest_is():
+    assert errors([q("ml-team", "research")], cluster_unread=True) == []
+    assert errors([q("ml-team", "research")]) != []
+    found = errors([q("a", "b"), q("b", "a"), q("c", gpu={"quota": 4, "limit": 2})], cluster_unread=True)
+    assert len(found) == 2 and any("cycle" in e for e in found) and any("limit" in e for e in found), found
