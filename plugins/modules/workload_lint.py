@@ -260,17 +260,29 @@ def load_all(text):
     return yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader)
 
 
+def _connect(api):
+    """The dynamic client (it reads the API's discovery): a failure here is the server, not the kubeconfig."""
+    try:
+        return DynamicClient(api)
+    except Exception as exc:  # pylint: disable=broad-except
+        raise ClusterError("cannot reach the API server at %s: %s" % (api.configuration.host, " ".join(
+            str(exc).split())[:300]))
+
+
 def api_client(kubeconfig, context):
     try:
-        return DynamicClient(kube_config.new_client_from_config(config_file=kubeconfig, context=context))
+        api = kube_config.new_client_from_config(config_file=kubeconfig, context=context)
     except Exception as exc:  # pylint: disable=broad-except
         if kubeconfig or context:
             raise ClusterError("cannot load kubeconfig %s: %s" % (kubeconfig or "(default)", exc))
+        api = None
+    if api is not None:
+        return _connect(api)
     try:
         kube_config.load_incluster_config()
-        return DynamicClient(ApiClient())
     except Exception as exc:  # pylint: disable=broad-except
         raise ClusterError("no kubeconfig and not in a cluster: %s" % exc)
+    return _connect(ApiClient())
 
 
 def _list(client, api_version, kind, namespace=None):

@@ -126,6 +126,15 @@ def test_unreachable_cluster_is_a_named_failure(monkeypatch, tmp_path):
         "users": [{"name": "x", "user": {"token": "t"}}]}))
     done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(kubeconfig)})
     assert done.failed and done.result["failure"] == "cluster"
+    # the kubeconfig loaded: the server refused, and the message says so
+    assert done.result["msg"].startswith("cannot reach the API server at https://127.0.0.1:1"), done.result["msg"]
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_named(monkeypatch, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(kubeconfig)})
+    assert done.failed and done.result["msg"].startswith("cannot load kubeconfig %s" % kubeconfig), done.result
 
 
 # ---------------------------------------------------------------- hostile repositories
