@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.smshare.kai.plugins.module_utils import gpu_capacity as _gpu_capacity
 from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
@@ -49,20 +50,12 @@ def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None, 
                            cluster_unread=_boolean("cluster_unread", cluster_unread))
 
 
-TRUE_WORDS = ("true", "yes", "on", "1")
-FALSE_WORDS = ("false", "no", "off", "0")
-
-
 def _boolean(name, value):
-    """A boolean, or the strings -e key=value gives (true/false, yes/no, on/off, 1/0); anything else refused."""
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise AnsibleFilterError("queue_plan: %s=%r must be a boolean (true or false)" % (name, value))
+    """A boolean, or what -e key=value gives (true/false, yes/no, on/off, 1/0), as Ansible reads it."""
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleFilterError("queue_plan: %s=%r must be a boolean (true or false)" % (name, value))
 
 
 def gpu_capacity(nodes, pods=None, selector=None):

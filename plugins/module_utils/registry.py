@@ -25,6 +25,8 @@ from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.six.moves.urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.smshare.kai.plugins.module_utils import validate
+
 try:
     from ansible.module_utils.urls import SSLValidationError
 except ImportError:  # pragma: no cover - older/newer ansible-core
@@ -103,6 +105,20 @@ def parse_registry_path(value):
         raise RegistryError('invalid path in registry path %s: components must be lowercase letters, digits and '
                             'separators' % _show_ref(value), 'reference', image=value)
     return host, path
+
+
+def check_image(name, value, example, credentials_hint):
+    """The image-reference rule of every module and role (raises validate.BadInput): text on one
+    line, no user:password@ (credentials_hint says where they go instead), parse_reference's grammar."""
+    validate.text(name, value, example, max_length=512)
+    if validate.has_credentials(value):
+        raise validate.BadInput(name, value, "must not carry credentials (user:password@); " + credentials_hint,
+                                example)
+    try:
+        parse_reference(value)
+    except RegistryError as exc:
+        raise validate.BadInput(name, value, "must be an image reference host[:port]/path/name:tag or "
+                                "...@sha256:<digest> (%s)" % exc.msg.split(":")[0], example)
 
 
 def parse_reference(ref):

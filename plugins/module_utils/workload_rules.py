@@ -584,13 +584,33 @@ def lint_object(obj, tree=None, source=None):
     return findings
 
 
-def expand(objects):
-    """Flatten `kind: List` objects; drop empty documents."""
+def expand(objects, limits=None, source=None):
+    """Flatten `kind: List` objects; drop empty documents. With limits: stop (_Stop, with
+    its finding) past the run's object limit or the List nesting limit."""
     for obj in objects:
-        if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
-            yield from expand(obj["items"])
-        elif isinstance(obj, dict) and obj:
-            yield obj
+        yield from _flatten(obj, limits, source, 0)
+
+
+def _flatten(obj, limits, source, depth):
+    if limits is not None and depth > limits.list_depth:
+        raise _Stop(Finding("not-read", None, None, "nests kind: List more than %d deep: the rest of the file was "
+                            "not checked" % limits.list_depth, source))
+    if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
+        for item in obj["items"]:
+            yield from _flatten(item, limits, source, depth + 1)
+    elif isinstance(obj, dict) and obj:
+        if limits is not None:
+            limits.objects_seen += 1
+            if limits.objects_seen > limits.objects:
+                raise _Stop(Finding("not-read", None, None, "the run reached its limit of %d objects: the rest was "
+                                    "not checked" % limits.objects, source))
+        yield obj
+
+
+class _Stop(Exception):
+    def __init__(self, finding):
+        Exception.__init__(self, finding.message)
+        self.finding = finding
 
 
 def lint(objects, queues=None, source=None):
@@ -725,28 +745,6 @@ def read_documents(path, loader, errors, limits=None):
     return found, []
 
 
-class _Stop(Exception):
-    def __init__(self, finding):
-        Exception.__init__(self, finding.message)
-        self.finding = finding
-
-
-def _bounded(document, source, limits, depth=0):
-    """expand() for one document, within the nesting and object limits."""
-    if depth > limits.list_depth:
-        raise _Stop(Finding("not-read", None, None, "nests kind: List more than %d deep: the rest of the file was "
-                            "not checked" % limits.list_depth, source))
-    if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
-        for item in document["items"]:
-            yield from _bounded(item, source, limits, depth + 1)
-    elif isinstance(document, dict) and document:
-        limits.objects_seen += 1
-        if limits.objects_seen > limits.objects:
-            raise _Stop(Finding("not-read", None, None, "the run reached its limit of %d objects: the rest was not "
-                                "checked" % limits.objects, source))
-        yield document
-
-
 def lint_files(paths, loader, errors, queues=None, limits=None):
     """(findings, objects checked, files read) for files and directories.
     A file that cannot be read or parsed is a finding; the others are still checked."""
@@ -765,7 +763,7 @@ def lint_files(paths, loader, errors, queues=None, limits=None):
         findings.extend(problems)
         try:
             for source, document in documents:
-                for obj in _bounded(document, source, limits):
+                for obj in expand([document], limits, source):
                     count += 1
                     findings.extend(lint_object(obj, tree, source))
         except _Stop as stop:

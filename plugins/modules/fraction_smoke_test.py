@@ -320,20 +320,6 @@ class Interrupted(Exception):
     pass
 
 
-def check_image(key, value):
-    """The rules registry_image_info applies: no credentials, scheme, whitespace or arguments; a lowercase
-    path; a valid tag or digest; a port 1-65535."""
-    validate.text(key, value, example=st.DEFAULT_IMAGE)
-    if validate.has_credentials(value) or "@" in value.split("/", 1)[0]:
-        raise validate.BadInput(key, value, "must not carry credentials (user:password@): give the pods an image "
-                                "pull secret (image_pull_secrets)", st.DEFAULT_IMAGE, secret=True)
-    try:
-        registry.parse_reference(value)
-    except registry.RegistryError as exc:
-        raise validate.BadInput(key, value, "must be an image reference [host[:port]/]path/name:tag or "
-                                "...@sha256:<digest> (%s)" % exc.msg.split(":")[0], st.DEFAULT_IMAGE)
-
-
 def check_input(params):
     """Every parameter rule, before anything is created (raises validate.BadInput)."""
     validate.text("namespace", params["namespace"], example="default", pattern=NAME_RE,
@@ -354,7 +340,8 @@ def check_input(params):
         validate.text("name_suffix", params["name_suffix"], example="gpu-node-07", pattern=NAME_RE,
                       rule="must be lower-case letters, digits and '-'", max_length=40)
     for key in ("image", "devicequery_image"):
-        check_image(key, params[key])
+        registry.check_image(key, params[key], st.DEFAULT_IMAGE,
+                             "give the pods an image pull secret (image_pull_secrets)")
     for index, name in enumerate(params["image_pull_secrets"]):
         validate.text("image_pull_secrets[%d]" % index, name, example="registry-login", pattern=NAME_RE,
                       rule="must be a Secret name")

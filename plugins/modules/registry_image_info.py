@@ -171,7 +171,7 @@ from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.registry import (
     RegistryClient,
     RegistryError,
-    parse_reference,
+    check_image as check_reference,
 )
 
 PLATFORM_PATTERN = r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?"
@@ -179,15 +179,7 @@ EXAMPLE_IMAGE = "registry.example.com/team/kai-fork/kai-scheduler/binder:smshare
 
 
 def check_image(name, value):
-    validate.text(name, value, EXAMPLE_IMAGE, max_length=512)
-    if validate.has_credentials(value):
-        raise validate.BadInput(name, value, "must not carry credentials (user:password@); give them as "
-                                "username and password", EXAMPLE_IMAGE)
-    try:
-        parse_reference(value)
-    except RegistryError as exc:
-        raise validate.BadInput(name, value, "must be an image reference host[:port]/path/name:tag or "
-                                "...@sha256:<digest> (%s)" % exc.msg.split(":")[0], EXAMPLE_IMAGE)
+    check_reference(name, value, EXAMPLE_IMAGE, "give them as username and password")
 
 
 def check_params(params):

@@ -68,8 +68,7 @@ def registry_path(value):
 
 def image_reference(value):
     """An image reference host[:port]/path/name:tag or ...@sha256:<digest>, as the modules parse it."""
-    return (isinstance(value, str) and not validate.has_credentials(value)
-            and _passes(validate.text, "value", value, example="") and _parses(registry.parse_reference, value))
+    return _passes(registry.check_image, "value", value, "", "")
 
 
 class TestModule(object):
