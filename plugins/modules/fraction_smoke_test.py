@@ -290,7 +290,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 from ansible_collections.smshare.kai.plugins.module_utils import registry, validate
 
 try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 
 REPO = Path(__file__).resolve().parents[3]
 TESTIMAGE = REPO / "lab" / "standin" / "testimage"

@@ -498,8 +498,8 @@ def test_a_container_the_share_names_but_the_pod_lacks_falls_back_to_the_pod_lev
 
 
 def test_the_collections_own_smoke_test_pod_passes():
-    from ansible_collections.smshare.kai.plugins.module_utils import smoke_test
-    manifest = smoke_test.pod_manifest("fraction-smoke-a", "gpu-trial", "ml-team", 0.5, "cuda")
+    from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks
+    manifest = smoke_checks.pod_manifest("fraction-smoke-a", "gpu-trial", "ml-team", 0.5, "cuda")
     assert [f for f in wr.lint([manifest], queues=TREE) if f.rule == "fraction-runs-as-root"] == []
 
 

@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 from ansible_collections.smshare.kai.plugins.modules import fraction_smoke_test as mod
 from module_runner import run_module
 
-HERE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "smoke_test")
+HERE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "smoke_checks")
 GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
 
 

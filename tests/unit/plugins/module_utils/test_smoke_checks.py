@@ -1,6 +1,6 @@
 # Apache-2.0
 """The smoke test's pure part: pods, parsers (on the fixtures under
-fixtures/smoke_test/, README there), the four checks and the SM share, every
+fixtures/smoke_checks/, README there), the four checks and the SM share, every
 "why pending" cause, and the reports."""
 import copy
 import os
@@ -9,14 +9,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.smshare.kai.plugins.module_utils import smoke_test as st
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 
-HERE = os.path.join(os.path.dirname(__file__), "fixtures", "smoke_test")
+HERE = os.path.join(os.path.dirname(__file__), "fixtures", "smoke_checks")
 GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000003"
 OTHER_GPU = "GPU-5f2a6c7e-0a1b-4c3d-8e9f-000000000004"
 UIDS = {"fraction-smoke-a": "0f6b1f3e-1111-4a2b-9c3d-aaaaaaaaaaaa",
         "fraction-smoke-b": "7c2d9e4f-2222-4b3c-8d4e-bbbbbbbbbbbb"}
-# The runtime's container IDs; their MPS namespaces (fixtures/smoke_test/mps-namespace-list.txt) are
+# The runtime's container IDs; their MPS namespaces (fixtures/smoke_checks/mps-namespace-list.txt) are
 # named from them as the fork's mpsd names them.
 CIDS = {"fraction-smoke-a": "4f1c9e2b7d3a5c60918e2f4b6a7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8",
         "fraction-smoke-b": "9a8b7c6d5e4f30211203f4e5d6c7b8a9f0e1d2c3b4a59687f6e5d4c3b2a19080"}
