@@ -97,7 +97,7 @@ def test_refused_inputs_change_nothing(lab, converged):
     proc = lab.playbook(f"{PLAYBOOKS}/refusals.yml")
     assert proc.returncode == 0, describe(proc)
     assert "REFUSAL-" not in proc.stdout, describe(proc)
-    assert proc.stdout.count("REFUSED ") == 12, describe(proc)
+    assert proc.stdout.count("REFUSED ") == 14, describe(proc)
     assert recap(proc.stdout)["changed"] == 0
     assert releases(lab) == before
 
