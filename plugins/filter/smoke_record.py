@@ -6,6 +6,7 @@ smoke_record_data.yml beside this file). The rules are module_utils/smoke_record
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
 import time
 
 from ansible.errors import AnsibleFilterError
@@ -29,7 +30,7 @@ def _hours(value, name):
         hours = float(value)
     except (TypeError, ValueError):
         raise AnsibleFilterError("%s: max_age_hours %r is not a number" % (name, value))
-    if hours != hours or hours < 0:
+    if math.isnan(hours) or hours < 0:
         raise AnsibleFilterError("%s: max_age_hours %r must be 0 or more" % (name, value))
     return hours
 

@@ -55,7 +55,7 @@ def test_a_converged_cluster_is_not_tested_again(lab, converged):
 def test_check_mode_predicts_only_the_nodes_it_would_test(lab, converged):
     out = on_change(lab, "--check")
     assert "not tested, passed" in out and "Predict the smoke test" in out
-    assert "changed=0" in out.split("PLAY RECAP")[-1]
+    assert "changed=0" in out.rsplit("PLAY RECAP", maxsplit=1)[-1]
 
 
 def test_a_changed_gpu_label_tests_the_node_again(lab, converged):

@@ -33,16 +33,18 @@ def releases(kai_uid="u-kai-2", frac_uid="u-frac-1"):
 NODES = [node("gpu-0"), node("gpu-1")]
 
 
-def passed(nodes=NODES, rel=None, inputs=INPUTS, at=NOW - HOUR):
+def passed(nodes=None, rel=None, inputs=None, at=NOW - HOUR):
     """The record after every node passed at `at`."""
+    nodes, inputs = nodes or NODES, inputs or INPUTS
     first = sr.plan([n["metadata"]["name"] for n in nodes], nodes, rel or releases(), inputs, sr.parse_record(None),
                     at, 24 * HOUR)
     data = sr.record_data(sr.updated_record(sr.parse_record(None), first, first["run"], at))
     return {"kind": "ConfigMap", "data": data}
 
 
-def plan_now(record, nodes=NODES, rel=None, inputs=INPUTS, max_age=24 * HOUR, always=False, wanted=("gpu-0", "gpu-1")):
-    return sr.plan(list(wanted), nodes, rel or releases(), inputs, sr.parse_record(record), NOW, max_age, always)
+def plan_now(record, nodes=None, rel=None, inputs=None, max_age=24 * HOUR, always=False, wanted=("gpu-0", "gpu-1")):
+    return sr.plan(list(wanted), nodes or NODES, rel or releases(), inputs or INPUTS, sr.parse_record(record), NOW,
+                   max_age, always)
 
 
 def test_with_no_record_every_node_runs():
