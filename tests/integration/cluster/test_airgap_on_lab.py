@@ -131,6 +131,8 @@ def mirrors(lab, kai_install, tmp_path_factory):
         "gpu_fractioning_chart_cache_dir": str(tmp / "charts"),
         "fork_images_base_images": base,
         "fork_images_binfmt_image": lab.registry.address + "/mirror/docker.io/tonistiigi/binfmt:latest",
+        # The smoke test's images are part of what must come from the mirrors: test every node.
+        "smshare_site_smoke_test": "always",
         # The lab's build environment (inventories/lab) plus a Go proxy on this machine.
         "fork_images_build_environment": {
             "REGISTRY_AUTH_FILE": str(state / "fork-images" / "auth.json"),

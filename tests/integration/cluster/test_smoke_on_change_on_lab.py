@@ -1,5 +1,6 @@
 """site.yml's smoke test on change (the smoke_test role's smoke_test_run: on_change), on
-the directory's one converge (conftest.py): the converge recorded its pass, so a
+the directory's one converge (conftest.py), before test_smoke_on_lab.py (whose last
+test leaves KAI's reservation pods broken until the uninstall): the converge recorded its pass, so a
 re-run tests nothing; what the fractions depend on changing (a GPU label, the
 record gone, the pass too old) tests the node again, and says why."""
 import json
