@@ -11,17 +11,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.module_utils import fractioning_checks as _checks
-
-
-def _plain(value):
-    """Ansible's lazy containers and tagged values -> plain dicts, lists and strings."""
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.smshare.kai.plugins.module_utils.plain import plain as _plain
 
 
 def mpsd_startup(lines, percentage=_checks.DEFAULT_PERCENTAGE, server=_checks.SERVER):

@@ -14,17 +14,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.smshare.kai.plugins.module_utils import gpu_capacity as _gpu_capacity
 from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
 from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
-
-
-def _plain(value):
-    """Ansible's lazy containers and tagged values -> plain dicts, lists and strings."""
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.smshare.kai.plugins.module_utils.plain import plain as _plain
 
 
 def workload_lint(objects, queues=None):

@@ -12,17 +12,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.module_utils import preflight_rows as _rows
-
-
-def _plain(value):
-    """Ansible's lazy containers and tagged values -> plain dicts, lists and strings."""
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.smshare.kai.plugins.module_utils.plain import plain as _plain
 
 
 def _nodes(nodes, name):

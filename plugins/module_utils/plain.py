@@ -1,0 +1,18 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""Ansible's lazy containers and tagged values, as the filters receive them, made plain
+dicts, lists and strings for the pure rule engines in module_utils."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+
+def plain(value):
+    """Dicts (string keys), lists and strings all the way down; other scalars as they are."""
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
