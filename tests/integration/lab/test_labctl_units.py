@@ -150,3 +150,21 @@ def test_the_scripts_labctl_runs_see_the_claimed_number_not_auto():
                           env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "5443"
+
+
+def test_kubectl_is_debians_package_of_the_same_source_unpacked_not_installed(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "CACHE", tmp_path)
+    version = build.source_version()
+    bins = build.build(["kubectl"], version)                   # nothing to compile: no source fetched
+    out = subprocess.run([str(bins / "kubectl"), "version", "--client", "-o", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    upstream = version.split("really")[-1].split("-")[0]      # 1.20.5+really1.20.2-1.1+deb12u1 -> 1.20.2
+    assert json.loads(out)["clientVersion"]["gitVersion"] == f"v{upstream}"
+    assert list(tmp_path.glob("src/*")) == []                  # neither the source nor the .deb kept
+
+
+def test_a_kubectl_package_apt_does_not_have_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "CACHE", tmp_path)
+    with pytest.raises(build.LabError, match=r"apt-get download kubernetes-client=0\.0\.1-0 failed"):
+        build._unpack_packaged("kubectl", "0.0.1-0", tmp_path / "kubectl")
+    assert not (tmp_path / "kubectl").exists()
