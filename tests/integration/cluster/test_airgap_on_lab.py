@@ -53,7 +53,7 @@ def lab_nets(lab):
     podman = json.loads(subprocess.run(["podman", "network", "inspect", "podman"], capture_output=True,
                                        text=True, check=True).stdout)[0]
     nets += [ipaddress.ip_network(s["subnet"]) for s in podman.get("subnets") or []]
-    instance = int((lab.root / ".lab-instance").read_text().strip()) if (lab.root / ".lab-instance").is_file() else 0
+    instance = int(lab.env["SMSHARE_LAB_INSTANCE"])   # the number this lab claimed (.lab-instance may say auto)
     nets.append(ipaddress.ip_network("10.244.%d.0/24" % instance))
     return nets
 
