@@ -47,12 +47,6 @@ description:
 author:
   - smshare.kai maintainers (@smshare)
 options:
-  kubeconfig:
-    description: Kubeconfig file; default C(KUBECONFIG) or C(~/.kube/config), then the in-cluster service account.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
   namespace:
     description: Namespace of the test pods (the guide's is C(default)).
     type: str
@@ -158,6 +152,7 @@ options:
     type: path
 extends_documentation_fragment:
   - smshare.kai.attributes
+  - smshare.kai.cluster_access
 attributes:
   check_mode:
     support: full
@@ -291,11 +286,10 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
-from ansible_collections.smshare.kai.plugins.module_utils import registry, validate
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, registry, validate
 
 try:
     from kubernetes import client as kclient
-    from kubernetes import config as kconfig
     from kubernetes.client.rest import ApiException
     from kubernetes.stream import stream
 except ImportError:
@@ -377,14 +371,9 @@ class Cluster(object):
 
     def __init__(self, kubeconfig, context):
         try:
-            home_config = os.path.join(os.environ.get("HOME", "/"), ".kube", "config")
-            if kubeconfig or context or os.environ.get("KUBECONFIG") or os.path.exists(home_config):
-                api = kconfig.new_client_from_config(config_file=kubeconfig, context=context)
-            else:
-                kconfig.load_incluster_config()
-                api = kclient.ApiClient()
-        except Exception as exc:  # pylint: disable=broad-except
-            raise st.SmokeError("cannot load the kubeconfig %s: %s" % (kubeconfig or "(default)", exc), "cluster")
+            api = cluster_access.api_client(kubeconfig, context)
+        except cluster_access.AccessError as exc:
+            raise st.SmokeError(str(exc), "cluster")
         self.api = api
         self.core = kclient.CoreV1Api(api)
         self.custom = kclient.CustomObjectsApi(api)
@@ -674,8 +663,8 @@ def write_reports(module, run):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
+            context=cluster_access.ARGUMENT_SPEC["context"],
             namespace=dict(type="str", default=st.DEFAULT_NAMESPACE),
             queue=dict(type="str", default=st.DEFAULT_QUEUE),
             fraction=dict(type="float", default=st.DEFAULT_FRACTION),

@@ -87,13 +87,6 @@ options:
     type: list
     elements: str
     default: []
-  kubeconfig:
-    description: Kubeconfig for O(namespaces) and O(queues_from_cluster); default C(KUBECONFIG) or C(~/.kube/config),
-      then the in-cluster service account.
-    type: path
-  context:
-    description: Kubeconfig context to use.
-    type: str
   queues:
     description:
       - The queue tree, as the inventory lists it (items with C(name) and C(parent), the P(smshare.kai.queues#role)
@@ -114,6 +107,7 @@ options:
 extends_documentation_fragment:
   - smshare.kai.attributes
   - smshare.kai.attributes.info_module
+  - smshare.kai.cluster_access
 notes:
   - "Runs where the manifests are; in CI that is the runner itself (C(connection: local))."
 seealso:
@@ -215,7 +209,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import queue_tree
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, queue_tree
 from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
 
 try:
@@ -227,12 +221,10 @@ else:
     YAML_IMPORT_ERROR = None
 
 try:
-    from kubernetes import config as kube_config
-    from kubernetes.client import ApiClient
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 except ImportError:
-    kube_config = None
+    DynamicClient = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
     KUBERNETES_IMPORT_ERROR = None
@@ -271,18 +263,9 @@ def _connect(api):
 
 def api_client(kubeconfig, context):
     try:
-        api = kube_config.new_client_from_config(config_file=kubeconfig, context=context)
-    except Exception as exc:  # pylint: disable=broad-except
-        if kubeconfig or context:
-            raise ClusterError("cannot load kubeconfig %s: %s" % (kubeconfig or "(default)", exc))
-        api = None
-    if api is not None:
-        return _connect(api)
-    try:
-        kube_config.load_incluster_config()
-    except Exception as exc:  # pylint: disable=broad-except
-        raise ClusterError("no kubeconfig and not in a cluster: %s" % exc)
-    return _connect(ApiClient())
+        return _connect(cluster_access.api_client(kubeconfig, context))
+    except cluster_access.AccessError as exc:
+        raise ClusterError(str(exc))
 
 
 def _list(client, api_version, kind, namespace=None):
@@ -330,8 +313,8 @@ def main():
             paths=dict(type="list", elements="path", default=[]),
             objects=dict(type="list", elements="dict", default=[]),
             namespaces=dict(type="list", elements="str", default=[]),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
+            context=cluster_access.ARGUMENT_SPEC["context"],
             queues=dict(type="list", elements="dict"),
             queues_from_cluster=dict(type="bool", default=False),
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
@@ -346,7 +329,7 @@ def main():
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR,
                          failure="missing_library")
-    if (params["namespaces"] or params["queues_from_cluster"]) and kube_config is None:
+    if (params["namespaces"] or params["queues_from_cluster"]) and DynamicClient is None:
         module.fail_json(msg=missing_required_lib("kubernetes") + " (for namespaces or queues_from_cluster)",
                          exception=KUBERNETES_IMPORT_ERROR, failure="missing_library")
     if not (params["paths"] or params["objects"] or params["namespaces"]):

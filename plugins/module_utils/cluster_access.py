@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Apache-2.0
+"""How the collection's own cluster modules reach the API server, written once.
+
+The same two options as kubernetes.core's modules (`kubeconfig`, `context`),
+so one `module_defaults` entry for the action group `smshare.kai.cluster` sets
+them for every module of the group, beside kubernetes.core's groups."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+import traceback
+
+try:
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+except ImportError:
+    kube_client = kube_config = None
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+ARGUMENT_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+)
+
+
+class AccessError(Exception):
+    """The kubeconfig (or the pod's service account) gave no client."""
+
+
+def _default_kubeconfig():
+    """KUBECONFIG (a path or a list of them) or ~/.kube/config, read now, not
+    when the kubernetes library was imported; None when neither is there."""
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"]
+    home = os.path.join(os.environ.get("HOME", "/"), ".kube", "config")
+    return home if os.path.exists(home) else None
+
+
+def api_client(kubeconfig=None, context=None):
+    """An ApiClient from `kubeconfig` (or KUBECONFIG, or ~/.kube/config) and
+    `context`; with none of those, the service account of the pod it runs in.
+    Loading only: whether the server answers is the caller's first call."""
+    if kube_config is None:
+        raise AccessError("the kubernetes Python library is missing: %s" % KUBERNETES_IMPORT_ERROR)
+    config_file = kubeconfig or _default_kubeconfig()
+    if config_file or context:
+        try:
+            return kube_config.new_client_from_config(config_file=config_file, context=context)
+        except Exception as exc:  # pylint: disable=broad-except
+            raise AccessError("cannot load kubeconfig %s%s: %s" % (
+                kubeconfig or "(default)", " (context %s)" % context if context else "", exc))
+    try:
+        kube_config.load_incluster_config()
+    except Exception as exc:  # pylint: disable=broad-except
+        raise AccessError("no kubeconfig and not in a cluster: %s" % exc)
+    return kube_client.ApiClient()
