@@ -222,8 +222,6 @@ def build(targets=None, version=None):
                     waiting = True
                 time.sleep(1)
         todo = missing(version, targets)
-        if not todo:
-            return bins
         bins.mkdir(parents=True, exist_ok=True)
         for name in [t for t in todo if t in PACKAGED]:
             _unpack_packaged(name, version, bins / name)

@@ -52,7 +52,7 @@ def api_client(kubeconfig=None, context=None):
             return kube_config.new_client_from_config(config_file=config_file, context=context)
         except Exception as exc:  # pylint: disable=broad-except
             raise AccessError("cannot load kubeconfig %s%s: %s" % (
-                kubeconfig or "(default)", " (context %s)" % context if context else "", exc))
+                config_file or "(default)", " (context %s)" % context if context else "", exc))
     try:
         kube_config.load_incluster_config()
     except Exception as exc:  # pylint: disable=broad-except

@@ -32,6 +32,12 @@ def test_KUBECONFIG_is_the_default(tmp_path, monkeypatch):
     assert ca.api_client().configuration.host == "https://10.0.0.1:6443"
 
 
+def test_a_default_kubeconfig_that_does_not_load_is_named_by_its_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "from-env"))
+    with pytest.raises(ca.AccessError, match=r"^cannot load kubeconfig .*/from-env: "):
+        ca.api_client()
+
+
 @pytest.mark.parametrize("context, expected", [
     (None, r"^cannot load kubeconfig .*/missing: "),
     ("lab", r"^cannot load kubeconfig .*/missing \(context lab\): "),
