@@ -48,11 +48,13 @@ on_second_lab() {
 # Claim both instances before the streams start (the shared lab's is this
 # clone's own, .lab-instance or 0; refused, naming the holder, if another lab has it).
 # Stages that need no lab (lint sanity unit release) claim nothing: a release's
-# own check runs in a clone whose lab number another lab may hold.
+# own check runs in a clone whose lab number another lab may hold. The claims
+# hold while this script runs (SMSHARE_LAB_HOLDER), and no longer unless a lab came up.
 claim_instances() {
   local s needs=; [ $# -eq 0 ] && needs=lab
   for s; do case $s in lint|sanity|unit|release) ;; *) needs=lab ;; esac; done
   [ -n "$needs" ] || return 0
+  export SMSHARE_LAB_HOLDER=${SMSHARE_LAB_HOLDER:-$$}
   SMSHARE_LAB_INSTANCE=$(lab/labctl instance) || return 1
   SECOND_INSTANCE=$(SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" lab/labctl instance) || return 1
   export SMSHARE_LAB_INSTANCE SECOND_INSTANCE

@@ -6,9 +6,13 @@ outside every clone): `<N>.json` naming the state folder that holds it. A lab
 asks for a number (SMSHARE_LAB_INSTANCE=N, from `.lab-instance` or the
 environment: CI and a lone developer use 0) or for any free one
 (SMSHARE_LAB_INSTANCE=auto, as the test command's second lab does). A claim
-whose state folder no longer holds a lab (no lab.json, and not made in the last
-two hours for a lab about to come up) is stale and taken over;
-one held by another live lab is refused, naming it. `labctl down` gives the
+whose state folder no longer holds a lab (no lab.json) and whose holder process
+is gone is stale and taken over; one held by another live lab is refused,
+naming it. The holder is the process that will bring the lab up: the test
+command names itself in SMSHARE_LAB_HOLDER (it claims its labs' numbers first
+and brings them up later); otherwise the claiming process. A holder is known by
+its pid and start time, so neither a read-only `labctl` call, nor a crashed run,
+nor a copy of this machine (whose pids mean nothing) keeps a number held. `labctl down` gives the
 number back. Stdlib only: paths.py resolves the instance before anything else
 is imported.
 """
@@ -16,7 +20,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from pathlib import Path
 
 REGISTRY = Path(os.environ.get("SMSHARE_LAB_INSTANCES", "/var/lib/smshare-lab-instances"))
@@ -42,30 +45,39 @@ def _claim_of(number):
         return None
 
 
-# A claim whose lab is not up yet (the test command claims its second lab's
-# number when it starts, and brings that lab up later) holds this long.
-RESERVED_SECONDS = 2 * 3600
+def _started(pid):
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22), or None if no
+    such process runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def _live(claim, number):
+def _holder():
+    raw = os.environ.get("SMSHARE_LAB_HOLDER", "").strip()
+    pid = int(raw) if raw.isdigit() and _started(int(raw)) is not None else os.getpid()
+    return pid, _started(pid)
+
+
+def _live(claim):
     """Whether a claim still holds: its state folder has a lab (up, or up once and not taken
-    down), or it was made lately for a lab about to come up."""
+    down), or the process that claimed it for a lab about to come up still runs."""
     if not claim:
         return False
     state = Path(claim.get("state", "/nonexistent"))
     if (state / "lab.json").is_file():
         return True
-    try:
-        age = time.time() - (REGISTRY / f"{number}.json").stat().st_mtime
-    except OSError:
-        return False
-    return state.is_dir() and age < RESERVED_SECONDS
+    pid, started = claim.get("pid"), claim.get("started")
+    return state.is_dir() and isinstance(pid, int) and started is not None and _started(pid) == started
 
 
 def _write(number, state):
     path = REGISTRY / f"{number}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state": str(state), "pid": os.getpid()}))
+    pid, started = _holder()
+    tmp.write_text(json.dumps({"state": str(state), "pid": pid, "started": started}))
     os.replace(tmp, path)
     (state / "instance").write_text(f"{number}\n")
 
@@ -85,13 +97,13 @@ def resolve(state, requested):
                 return mine
             for number in range(COUNT):
                 claim = _claim_of(number)
-                if claim is None or claim.get("state") == str(state) or not _live(claim, number):
+                if claim is None or claim.get("state") == str(state) or not _live(claim):
                     _write(number, state)
                     return number
             raise Taken("every lab instance (0-9) is held by a live lab: take one down (lab/labctl down)")
         number = int(requested)
         claim = _claim_of(number)
-        if claim and claim.get("state") != str(state) and _live(claim, number):
+        if claim and claim.get("state") != str(state) and _live(claim):
             raise Taken(f"lab instance {number} is held by the lab in {claim['state']}: put another number "
                         f"(0-9) in this clone's .lab-instance, or set SMSHARE_LAB_INSTANCE=auto, or take that lab "
                         f"down first")

@@ -118,15 +118,39 @@ def test_instances_are_claimed_machine_wide(tmp_path, monkeypatch):
     assert instances.resolve(second, "auto") == 1 and instances.resolve(second, "auto") == 1
     assert (second / "instance").read_text().strip() == "1"
     assert instances.resolve(first, "0") == 0      # its own claim again
-    (first / "lab.json").unlink()                  # taken down without releasing, but lately: still held
+    (first / "lab.json").unlink()                  # taken down without releasing; its claimer (us) runs
     with pytest.raises(instances.Taken):
         instances.resolve(third, "0")
-    monkeypatch.setattr(instances, "RESERVED_SECONDS", 0)   # hours later: stale
-    assert instances.resolve(third, "0") == 0
+    claim = json.loads((tmp_path / "registry" / "0.json").read_text())
+    (tmp_path / "registry" / "0.json").write_text(json.dumps({**claim, "started": claim["started"] - 1}))
+    assert instances.resolve(third, "0") == 0      # same pid, another start time: a reused pid, stale
     instances.release(third, 0)
     assert not (tmp_path / "registry" / "0.json").exists()
     instances.release(second, 0)                   # not its claim: nothing happens
     assert (tmp_path / "registry" / "1.json").exists()
+
+
+def test_a_claim_without_a_lab_holds_only_while_its_holder_runs(tmp_path):
+    """CI runs on a copy of a developer's machine: a claim a read-only `labctl` call left
+    there (no lab up) refused CI's lab. A claim with no lab holds while the process that
+    claimed it runs, or the test command that named itself holder (SMSHARE_LAB_HOLDER)."""
+    lab_dir = Path(__file__).resolve().parents[3] / "lab"
+    registry = tmp_path / "registry"
+
+    def claim(state, number, holder=None):
+        env = {"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCES": str(registry), "SMSHARE_LAB_STATE": str(state),
+               "SMSHARE_LAB_INSTANCE": number, **({"SMSHARE_LAB_HOLDER": str(holder)} if holder else {})}
+        return subprocess.run([sys.executable, "-c", "import smshare_lab.paths as p; print(p.INSTANCE)"],
+                              cwd=lab_dir, env=env, text=True, capture_output=True, check=False)
+
+    first, second = tmp_path / "a" / ".lab", tmp_path / "b" / ".lab"
+    assert claim(first, "0").returncode == 0          # a one-off call: it exits, its claim is stale
+    taken_over = claim(second, "0")
+    assert taken_over.returncode == 0 and taken_over.stdout.strip() == "0", taken_over.stderr
+    assert json.loads((registry / "0.json").read_text())["state"] == str(second.resolve())
+    assert claim(first, "3", holder=os.getpid()).returncode == 0      # held for us, who still run
+    refused = claim(second, "3")
+    assert refused.returncode != 0 and str(first.resolve()) in refused.stderr
 
 
 def test_the_instance_registry_is_outside_every_labs_own_folders():
