@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.filter import audit
-from ansible_collections.smshare.kai.plugins.filter import cluster
+from ansible_collections.smshare.kai.plugins.filter import images
 from ansible_collections.smshare.kai.plugins.filter import kai_rules
 
 PIN = "nvidia-driver-pinning-615"
@@ -148,7 +148,7 @@ def test_images_at_the_recorded_digest_are_no_drift_and_others_are_named():
     pods = [pod("binder-ok", repo + ":" + TAG, repo + "@" + D1),
             pod("binder-repushed", repo + ":" + TAG, repo + "@" + D2),
             pod("foreign", "docker.io/library/busybox:1", "docker.io/library/busybox@" + D2)]
-    rows = cluster.pod_images(pods, BASE, TAG, MANIFEST, "kai-scheduler")
+    rows = images.pod_images(pods, BASE, TAG, MANIFEST, "kai-scheduler")
     got = audit.audit_images(rows, "kai-scheduler", host="ctl", base=BASE, tag=TAG)
     assert fields(got) == [
         ("kai-scheduler/binder-repushed/main", "digest", D1, D2),

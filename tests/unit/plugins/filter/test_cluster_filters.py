@@ -6,7 +6,11 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.smshare.kai.plugins.filter import cluster
+from ansible_collections.smshare.kai.plugins.filter import api_objects
+from ansible_collections.smshare.kai.plugins.filter import containerd
+from ansible_collections.smshare.kai.plugins.filter import images
+from ansible_collections.smshare.kai.plugins.filter import object_status
+from ansible_collections.smshare.kai.plugins.filter import report_text
 
 REGISTRY = "harbor.corp.internal:8443/team/kai-fork"
 BASE = REGISTRY + "/kai-scheduler"
@@ -32,7 +36,7 @@ def pod(name, image, image_id=None, phase="Running", node="gpu-01", container="m
 
 # ---------------------------------------------------------------- dockerconfigjson
 def test_dockerconfigjson_names_the_registry_host_only():
-    text = cluster.dockerconfigjson(REGISTRY, "robot", "s3cret")
+    text = images.dockerconfigjson(REGISTRY, "robot", "s3cret")
     auths = json.loads(text)["auths"]
     assert list(auths) == ["harbor.corp.internal:8443"]
     assert auths["harbor.corp.internal:8443"]["username"] == "robot"
@@ -42,12 +46,12 @@ def test_dockerconfigjson_names_the_registry_host_only():
 @pytest.mark.parametrize("args", [("", "u", "p"), (REGISTRY, "", "p"), (REGISTRY, "u", None)])
 def test_dockerconfigjson_refuses_empty_parts(args):
     with pytest.raises(AnsibleFilterError, match="non-empty"):
-        cluster.dockerconfigjson(*args)
+        images.dockerconfigjson(*args)
 
 
 # ---------------------------------------------------------------- pod_images
 def test_an_image_of_this_build_at_the_recorded_digest_passes():
-    rows = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)],
+    rows = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)],
                               BASE, TAG, MANIFEST, "kai_scheduler")
     assert rows == [{"pod": "binder-1", "node": "gpu-01", "container": "main", "image": BASE + "/binder:" + TAG,
                      "service": "binder", "digest": BINDER_DIGEST, "expected_digest": BINDER_DIGEST,
@@ -55,7 +59,7 @@ def test_an_image_of_this_build_at_the_recorded_digest_passes():
 
 
 def test_a_digest_that_differs_is_named_with_both_digests():
-    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
+    row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"]
     assert OTHER_DIGEST in row["problem"] and BINDER_DIGEST in row["problem"]
@@ -70,44 +74,44 @@ def test_a_digest_that_differs_is_named_with_both_digests():
     BASE + "/sub/binder:" + TAG,                              # one level too deep
 ])
 def test_a_foreign_image_is_named(image):
-    row = cluster.pod_images([pod("binder-1", image, "x@" + BINDER_DIGEST)], BASE, TAG, MANIFEST, "kai_scheduler")[0]
+    row = images.pod_images([pod("binder-1", image, "x@" + BINDER_DIGEST)], BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"]
     assert "not an image of this build" in row["problem"] and image in row["problem"]
 
 
 def test_a_service_the_manifest_does_not_list_is_named():
-    row = cluster.pod_images([pod("x-1", BASE + "/crd-upgrader:" + TAG, BASE + "/crd-upgrader@" + BINDER_DIGEST)],
+    row = images.pod_images([pod("x-1", BASE + "/crd-upgrader:" + TAG, BASE + "/crd-upgrader@" + BINDER_DIGEST)],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "does not list" in row["problem"]
 
 
 def test_an_image_loaded_without_a_registry_digest_is_named():
-    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, "sha256:" + "3" * 64)],
+    row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, "sha256:" + "3" * 64)],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "without a registry digest" in row["problem"]
 
 
 def test_an_image_id_of_another_repository_is_not_taken_for_ours():
-    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, REGISTRY + "/mirror/binder@" + BINDER_DIGEST)],
+    row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, REGISTRY + "/mirror/binder@" + BINDER_DIGEST)],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "same image under another name" in row["problem"]
 
 
 def test_a_docker_pullable_image_id_is_read():
-    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG,
+    row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG,
                                   "docker-pullable://" + BASE + "/binder@" + BINDER_DIGEST)],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert row["ok"], row
 
 
 def test_a_container_not_started_yet_is_named():
-    row = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, None, phase="Pending")],
+    row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, None, phase="Pending")],
                              BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "not pulled its image yet" in row["problem"]
 
 
 def test_without_a_manifest_only_registry_and_tag_are_checked():
-    rows = cluster.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
+    rows = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
                               BASE, TAG, None, "kai-scheduler")
     assert rows[0]["ok"]
 
@@ -115,13 +119,13 @@ def test_without_a_manifest_only_registry_and_tag_are_checked():
 def test_init_containers_are_checked_too():
     p = pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)
     p["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1"}]
-    rows = cluster.pod_images([p], BASE, TAG, MANIFEST, "kai_scheduler")
+    rows = images.pod_images([p], BASE, TAG, MANIFEST, "kai_scheduler")
     assert [(r["container"], r["ok"]) for r in rows] == [("init", False), ("main", True)]
 
 
 def test_pod_images_refuses_a_non_list():
     with pytest.raises(AnsibleFilterError):
-        cluster.pod_images({"items": []}, BASE, TAG)
+        images.pod_images({"items": []}, BASE, TAG)
 
 
 # ---------------------------------------------------------------- workloads
@@ -135,7 +139,7 @@ def deployment(name, replicas=1, available=1, updated=1, condition="True", gener
 
 
 def test_deployments_ready_as_rollout_status_means_it():
-    rows = cluster.deployments_ready([
+    rows = object_status.deployments_ready([
         deployment("ok"),
         deployment("unavailable", available=0, condition="False"),
         deployment("rolling", replicas=2, available=2, updated=1),
@@ -156,7 +160,7 @@ def daemonset(name, component, desired, ready, uid):
 def test_daemonsets_ready_names_the_nodes_that_are_not():
     bad = pod("mpsd-x", "img", node="gpu-02", owner="u-mpsd", ready=False)
     bad["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
-    rows = cluster.daemonsets_ready(
+    rows = object_status.daemonsets_ready(
         [daemonset("gpu-fractioning-mpsd", "mpsd", 2, 1, "u-mpsd"),
          daemonset("gpu-fractioning-fractiond", "fractiond", 2, 2, "u-frac"),
          daemonset("nothing", "other", 0, 0, "u-none")],
@@ -171,8 +175,8 @@ def test_daemonsets_ready_names_the_nodes_that_are_not():
 
 def test_owned_pods():
     pods = [pod("a", "i", owner="u1"), pod("b", "i", owner="u2"), pod("c", "i")]
-    assert [p["metadata"]["name"] for p in cluster.owned_pods(pods, "u1")] == ["a"]
-    assert cluster.owned_pods(pods, "") == []
+    assert [p["metadata"]["name"] for p in object_status.owned_pods(pods, "u1")] == ["a"]
+    assert object_status.owned_pods(pods, "") == []
 
 
 def test_conditions_and_their_summary():
@@ -180,18 +184,18 @@ def test_conditions_and_their_summary():
         {"type": "DependenciesFulfilled", "status": "False", "reason": "dependencies_missing",
          "message": "\nbinder is missing GpuFractioningConfig not found"},
         {"type": "Ready", "status": "True", "reason": "ready", "message": "System is ready"}]}}
-    found = cluster.conditions(obj)
+    found = object_status.conditions(obj)
     assert found["Ready"]["status"] == "True"
     assert "GpuFractioningConfig not found" in found["DependenciesFulfilled"]["message"]
-    assert cluster.condition_summary(obj).startswith("DependenciesFulfilled=False (dependencies_missing:")
-    assert cluster.condition_summary({}) == "no conditions"
+    assert object_status.condition_summary(obj).startswith("DependenciesFulfilled=False (dependencies_missing:")
+    assert object_status.condition_summary({}) == "no conditions"
 
 
 def test_nodes_condition():
     ready = {"type": "gpu-fractioning.nvidia.com/Ready", "status": "True", "reason": "AllDaemonsReady"}
     nodes = [{"metadata": {"name": "gpu-01"}, "status": {"conditions": [ready]}},
              {"metadata": {"name": "gpu-02"}, "status": {"conditions": []}}]
-    rows = cluster.nodes_condition(nodes, "gpu-fractioning.nvidia.com/Ready")
+    rows = object_status.nodes_condition(nodes, "gpu-fractioning.nvidia.com/Ready")
     assert [(r["node"], r["status"], r["ok"]) for r in rows] == [("gpu-01", "True", True), ("gpu-02", "missing", False)]
 
 
@@ -199,8 +203,8 @@ def test_api_version_of_prefers_the_preferred_version():
     apis = {"v1": {"Pod": {"preferred": True}},
             "gpu-fractioning.kai.scheduler/v1alpha1": {"GpuFractioningConfig": {"preferred": False}},
             "gpu-fractioning.kai.scheduler/v1beta1": {"GpuFractioningConfig": {"preferred": True}}}
-    assert cluster.api_version_of(apis, "GpuFractioningConfig") == "gpu-fractioning.kai.scheduler/v1beta1"
-    assert cluster.api_version_of(apis, "Nothing") is None
+    assert api_objects.api_version_of(apis, "GpuFractioningConfig") == "gpu-fractioning.kai.scheduler/v1beta1"
+    assert api_objects.api_version_of(apis, "Nothing") is None
 
 
 # ---------------------------------------------------------------- custom resources
@@ -215,16 +219,16 @@ def test_crds_matching_and_their_objects():
             crd("gadgets.example.com", "example.com", "Gadget", [{"name": "v1", "storage": True}]),
             crd("podgroups.scheduling.run.ai", "scheduling.run.ai", "PodGroup", [{"name": "v2alpha2", "storage": True}],
                 "Namespaced")]
-    found = cluster.crds_matching(crds, r"kai\.scheduler|scheduling\.run\.ai")
+    found = api_objects.crds_matching(crds, r"kai\.scheduler|scheduling\.run\.ai")
     assert [(c["name"], c["version"], c["namespaced"]) for c in found] == [
         ("queues.scheduling.run.ai", "v2", False), ("podgroups.scheduling.run.ai", "v2alpha2", True)]
     queues = [{"metadata": {"name": "default-queue"}}, {"metadata": {"name": "team-a"}}]
     results = [{"item": found[0], "resources": queues},
                {"item": found[1], "resources": [{"metadata": {"name": "pg-1", "namespace": "ml"}}]}]
-    objects = cluster.custom_objects(results)
+    objects = api_objects.custom_objects(results)
     assert objects[0] == {"api_version": "scheduling.run.ai/v2", "kind": "Queue", "name": "default-queue",
                           "namespace": ""}
-    assert cluster.foreign_objects(objects, {"Queue": ["default-queue"]}) == ["Queue team-a", "PodGroup ml/pg-1"]
+    assert api_objects.foreign_objects(objects, {"Queue": ["default-queue"]}) == ["Queue team-a", "PodGroup ml/pg-1"]
 
 
 # ---------------------------------------------------------------- versions
@@ -236,7 +240,7 @@ def test_crds_matching_and_their_objects():
     ("nvcr.io/nvidia/k8s-device-plugin:latest", None),
 ])
 def test_image_version(image, version):
-    assert cluster.image_version(image) == version
+    assert images.image_version(image) == version
 
 
 def test_component_images_finds_workloads_by_image_name():
@@ -249,7 +253,7 @@ def test_component_images_finds_workloads_by_image_name():
                                         "containers": [{"image": "nvcr.io/nvidia/k8s-device-plugin:v0.19.0"}]}}},
          "status": {"desiredNumberScheduled": 2, "numberReady": 2}},
     ]
-    found = cluster.component_images(workloads, ["gpu-operator", "k8s-device-plugin", "container-toolkit"])
+    found = images.component_images(workloads, ["gpu-operator", "k8s-device-plugin", "container-toolkit"])
     assert found["gpu-operator"][0]["version"] == "26.7.1" and found["gpu-operator"][0]["ready"]
     assert found["k8s-device-plugin"][0]["version"] == "0.19.0"
     assert found["container-toolkit"] == []
@@ -266,15 +270,15 @@ def test_component_images_finds_workloads_by_image_name():
     ("version = [\n", "2.0.0", False, "not valid TOML"),
 ])
 def test_containerd_nri(config, version, enabled, reason):
-    result = cluster.containerd_nri(config, version)
+    result = containerd.containerd_nri(config, version)
     assert result["enabled"] is enabled
     assert reason in result["reason"]
 
 
 def test_containerd_nri_reports_the_socket_path():
     config = '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n  socket_path = "/x/nri.sock"\n'
-    assert cluster.containerd_nri(config)["socket_path"] == "/x/nri.sock"
-    assert cluster.containerd_nri("")["socket_path"] == "/var/run/nri/nri.sock"
+    assert containerd.containerd_nri(config)["socket_path"] == "/x/nri.sock"
+    assert containerd.containerd_nri("")["socket_path"] == "/var/run/nri/nri.sock"
 
 
 @pytest.mark.parametrize("stat, words", [
@@ -284,26 +288,26 @@ def test_containerd_nri_reports_the_socket_path():
     ({"exists": True, "isreg": True}, "regular file"),
 ])
 def test_stat_kind(stat, words):
-    assert cluster.stat_kind(stat) == words
+    assert report_text.stat_kind(stat) == words
 
 
 # ---------------------------------------------------------------- values and reports
 def test_value_paths():
     values = {"global": {"tag": "x", "nvFractions": {"set": False}}, "binder": {}}
-    assert cluster.value_paths(values) == ["global", "global.tag", "global.nvFractions", "global.nvFractions.set",
+    assert report_text.value_paths(values) == ["global", "global.tag", "global.nvFractions", "global.nvFractions.set",
                                            "binder"]
-    assert cluster.value_paths("not a mapping") == []
+    assert report_text.value_paths("not a mapping") == []
 
 
 def test_text_table_aligns_columns():
-    lines = cluster.text_table([{"a": "x", "b": 1}, {"a": "longer", "b": None}], ["a", "b"])
+    lines = report_text.text_table([{"a": "x", "b": 1}, {"a": "longer", "b": None}], ["a", "b"])
     assert lines == ["A       B", "x       1", "longer"]
 
 
 def test_object_refs_are_minimal_manifests():
     objects = [{"api_version": "scheduling.run.ai/v2", "kind": "Queue", "name": "q", "namespace": ""},
                {"api_version": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "name": "pg", "namespace": "ml"}]
-    assert cluster.object_refs(objects) == [
+    assert api_objects.object_refs(objects) == [
         {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"}},
         {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"}}]
 
@@ -311,13 +315,13 @@ def test_object_refs_are_minimal_manifests():
 def test_since_last_keeps_the_current_run_of_an_appended_log():
     text = ("[t1] Starting control daemon\n[t1] Adding server 'shared' [multiuser enabled]\n"
             "[t2] Starting control daemon\n[t2] NEW SERVER 7: Ready\n")
-    assert cluster.since_last(text, "Starting control daemon") == [
+    assert report_text.since_last(text, "Starting control daemon") == [
         "[t2] Starting control daemon", "[t2] NEW SERVER 7: Ready"]
-    assert cluster.since_last("a\nb\n", "nothing") == ["a", "b"]
+    assert report_text.since_last("a\nb\n", "nothing") == ["a", "b"]
 
 
 def test_missing_patterns():
     lines = ["Adding server 'shared' [multiuser enabled]", "Namespace 'default': active thread percentage 10"]
     patterns = [r"Adding server 'shared' \[multiuser enabled\]", r"(?i)default.*thread percentage.*\b10\b",
                 r"never"]
-    assert cluster.missing_patterns(lines, patterns) == ["never"]
+    assert report_text.missing_patterns(lines, patterns) == ["never"]
