@@ -45,7 +45,10 @@ def test_uninstall_in_order_leaves_nothing_and_a_rerun_changes_nothing(lab, conv
     assert proc.returncode == 0, describe(proc)
     assert leftovers(lab) == []
     assert kube_json(lab, "get", "config.kai.scheduler", "kai-config") is None
-    # The purge: the queues, CRDs and namespaces Helm keeps.
+    # The purge: the queues, CRDs and namespaces Helm keeps, and the smoke test's record
+    # (the converge's smoke test writes it; made here if an earlier test removed it).
+    lab.kubectl("-n", "default", "create", "configmap", "smshare-smoke-test-record", check=False)
+    assert kube_json(lab, "-n", "default", "get", "configmap", "smshare-smoke-test-record") is not None
     proc = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
     assert proc.returncode == 0, describe(proc)
     crds = kube_json(lab, "get", "crd")["items"]
@@ -53,6 +56,8 @@ def test_uninstall_in_order_leaves_nothing_and_a_rerun_changes_nothing(lab, conv
             if re.search(r"kai\.scheduler|scheduling\.run\.ai", c["metadata"]["name"])] == []
     namespaces = {n["metadata"]["name"] for n in kube_json(lab, "get", "namespaces")["items"]}
     assert not namespaces & {"kai-scheduler", "gpu-fractioning", "kai-resource-reservation"}
+    # The converge's smoke test recorded its passes; a purged cluster starts with none.
+    assert kube_json(lab, "-n", "default", "get", "configmap", "smshare-smoke-test-record") is None
     again = lab.playbook("playbooks/uninstall.yml", extra_vars={"uninstall_purge": True})
     assert again.returncode == 0, describe(again)
     assert recap(again.stdout)["changed"] == 0, describe(again)
