@@ -52,7 +52,7 @@ def test_dockerconfigjson_refuses_empty_parts(args):
 # ---------------------------------------------------------------- pod_images
 def test_an_image_of_this_build_at_the_recorded_digest_passes():
     rows = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + BINDER_DIGEST)],
-                              BASE, TAG, MANIFEST, "kai_scheduler")
+                             BASE, TAG, MANIFEST, "kai_scheduler")
     assert rows == [{"pod": "binder-1", "node": "gpu-01", "container": "main", "image": BASE + "/binder:" + TAG,
                      "service": "binder", "digest": BINDER_DIGEST, "expected_digest": BINDER_DIGEST,
                      "ok": True, "problem": ""}]
@@ -60,7 +60,7 @@ def test_an_image_of_this_build_at_the_recorded_digest_passes():
 
 def test_a_digest_that_differs_is_named_with_both_digests():
     row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"]
     assert OTHER_DIGEST in row["problem"] and BINDER_DIGEST in row["problem"]
     assert "pushed again" in row["problem"]
@@ -81,38 +81,38 @@ def test_a_foreign_image_is_named(image):
 
 def test_a_service_the_manifest_does_not_list_is_named():
     row = images.pod_images([pod("x-1", BASE + "/crd-upgrader:" + TAG, BASE + "/crd-upgrader@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "does not list" in row["problem"]
 
 
 def test_an_image_loaded_without_a_registry_digest_is_named():
     row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, "sha256:" + "3" * 64)],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "without a registry digest" in row["problem"]
 
 
 def test_an_image_id_of_another_repository_is_not_taken_for_ours():
     row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, REGISTRY + "/mirror/binder@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "same image under another name" in row["problem"]
 
 
 def test_a_docker_pullable_image_id_is_read():
     row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG,
-                                  "docker-pullable://" + BASE + "/binder@" + BINDER_DIGEST)],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                                 "docker-pullable://" + BASE + "/binder@" + BINDER_DIGEST)],
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert row["ok"], row
 
 
 def test_a_container_not_started_yet_is_named():
     row = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, None, phase="Pending")],
-                             BASE, TAG, MANIFEST, "kai_scheduler")[0]
+                            BASE, TAG, MANIFEST, "kai_scheduler")[0]
     assert not row["ok"] and "not pulled its image yet" in row["problem"]
 
 
 def test_without_a_manifest_only_registry_and_tag_are_checked():
     rows = images.pod_images([pod("binder-1", BASE + "/binder:" + TAG, BASE + "/binder@" + OTHER_DIGEST)],
-                              BASE, TAG, None, "kai-scheduler")
+                             BASE, TAG, None, "kai-scheduler")
     assert rows[0]["ok"]
 
 
@@ -295,7 +295,7 @@ def test_stat_kind(stat, words):
 def test_value_paths():
     values = {"global": {"tag": "x", "nvFractions": {"set": False}}, "binder": {}}
     assert report_text.value_paths(values) == ["global", "global.tag", "global.nvFractions", "global.nvFractions.set",
-                                           "binder"]
+                                               "binder"]
     assert report_text.value_paths("not a mapping") == []
 
 
