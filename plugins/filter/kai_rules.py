@@ -17,14 +17,19 @@ from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
 from ansible_collections.smshare.kai.plugins.module_utils.plain import plain as _plain
 
 
-def workload_lint(objects, queues=None):
+def workload_lint(objects, queues=None, sharing_mode=None):
     """Findings (dicts with rule, severity, object, field, message, text) for Kubernetes objects."""
     if isinstance(objects, dict):
         objects = [objects]
     if not isinstance(objects, list):
         raise AnsibleFilterError("workload_lint: expects a Kubernetes object or a list of them, got %s"
                                  % type(objects).__name__)
-    return [f.as_dict() for f in workload_rules.lint(_plain(objects), _plain(queues) if queues is not None else None)]
+    try:
+        findings = workload_rules.lint(_plain(objects), _plain(queues) if queues is not None else None,
+                                       sharing_mode=sharing_mode)
+    except ValueError as exc:
+        raise AnsibleFilterError("workload_lint: %s" % exc)
+    return [f.as_dict() for f in findings]
 
 
 def queue_plan(queues, live=None, prune=False, workload_queues=None, pods=None, cluster_unread=False):

@@ -9,6 +9,11 @@ and the filter of the same name.
 
 Every finding names the object, the field (a path such as
 spec.template.metadata.annotations[gpu-fraction]), the rule and what to do.
+The kinds are those KAI's podgrouper groups (pkg/podgrouper/podgrouper/hub/hub.go
+in kai-scheduler/KAI-Scheduler) that carry pod templates: the core workloads,
+JobSet, the Kubeflow training jobs, RayCluster and RayJob, plus PodGroup and the
+pods that join one by pod-group-name. lint() sees every object of a run at
+once (a PodGroup and the pods that join it may sit in different files).
 Rules and their sources: the KAI docs (gpu-sharing, batch, queues) and KAI's
 own admission checks (gpu_request_validator.go) as read for the seed
 documents, and for fraction-runs-as-root the published guide ("Build the
@@ -39,6 +44,7 @@ NUM_DEVICES = "gpu-fraction-num-devices"
 CONTAINER_NAME = "gpu-fraction-container-name"
 MIN_MEMBER = "kai.scheduler/batch-min-member"
 POD_GROUP = "pod-group-name"
+SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 GPU_RESOURCE = "nvidia.com/gpu"
 # nvidia.com/container.<container>.<setting>: container names are DNS labels (no dots)
 CONTAINER_ANNOTATION = re.compile(r"nvidia\.com/container\.([^.]+)\.(.+)")
@@ -87,6 +93,34 @@ RULES = {
     # Severity: an error when the manifest says root (an effective runAsUser: 0, or runAsNonRoot: false without
     # a non-zero runAsUser), a warning when it only leaves it open (runAsNonRoot unset, no non-zero runAsUser:
     # the image's USER decides, and the manifest does not show it).
+    # Sources: KAI's podgrouper (pkg/podgrouper/podgrouper/plugins/kubeflow/distributed_common.go: the gang is
+    # runPolicy.schedulingPolicy.minAvailable, else the sum of every replica spec's replicas, an error when a
+    # required replica type is missing or a spec's replicas is 0 or unset; plugins/ray/ray_grouper.go: a worker
+    # group's minReplicas above its replicas is an error), neither of which reads batch-min-member.
+    "group-sizes": (ERROR, "the podgrouper can size the gang: a Kubeflow job has its required replica types and "
+                           "replicas on each (or schedulingPolicy.minAvailable), a Ray worker group has "
+                           "minReplicas <= replicas"),
+    "min-member-ignored": (WARNING, "kai.scheduler/batch-min-member sits on a kind whose podgrouper reads it "
+                                    "(Job, JobSet), not on a Kubeflow or Ray job"),
+    # Sources: the PodGroup CRD (kai-scheduler/api config/crd/scheduling.run.ai_podgroups.yaml: minMember and
+    # minSubGroup mutually exclusive, subGroups[].name and .parent DNS labels) and KAI's external-PodGroup design
+    # (docs/developer/designs/external-podgroups/README.md: a pod joins by the pod-group-name annotation, the
+    # annotation kai.scheduler/skip-podgrouper: "true" (that exact value) on the pod or an owner keeps the
+    # podgrouper out, and the PodGroup's spec.queue is authoritative: the pods' queue labels are not used).
+    "podgroup-spec": (ERROR, "a PodGroup's minMember and minSubGroup are whole numbers, not both set; its subGroups "
+                             "have unique names, parents that exist, and parents size with minSubGroup"),
+    "podgroup-queue-missing": (WARNING, "a PodGroup names its queue in spec.queue"),
+    "pod-group-skip": (ERROR, "a pod that joins a PodGroup by pod-group-name carries kai.scheduler/skip-podgrouper: "
+                              "\"true\" (on the pod or its workload), so the podgrouper leaves it there"),
+    "podgroup-members": (WARNING, "the pods the checked manifests add to a PodGroup reach its minMember"),
+    # Sources: kai-config's gpuSharingMode (Disabled | NonMemoryEnforced (the chart's default) | HamiCore |
+    # NvFractions, shared/REFERENCE.md); KAI's docs/gpu-sharing/README.md ("KAI Scheduler does not enforce memory
+    # allocation limit" outside NvFractions); the fork's fractiond reads nvidia.com/container.<c>.gpu-memory.*
+    # and gpu-compute.* (kai-gpu-fractioning fractioning-manager/fractiond/internal/annotations/annotations.go),
+    # which only NvFractions installs. Checked when the run is given the mode (sharing_mode).
+    "sharing-mode": (ERROR, "the cluster's GPU sharing mode serves the pod's share: no share when sharing is "
+                            "Disabled (error); NvFractions annotations outside NvFractions and GPU memory under "
+                            "NonMemoryEnforced are warnings (nothing enforces them)"),
     "fraction-runs-as-root": (ERROR, "a fractional pod cannot run as root: no container with runAsUser: 0, and the "
                                      "container with the share has runAsNonRoot: true or a non-zero runAsUser "
                                      "(an error for runAsUser: 0 or runAsNonRoot: false, a warning when "
@@ -103,6 +137,19 @@ TEMPLATES = {
     "Job": [("spec", "template")],
     "CronJob": [("spec", "jobTemplate", "spec", "template")],
 }
+# Kubeflow training jobs: kind -> (replica specs key under spec, replica types the podgrouper requires);
+# KAI's plugins/kubeflow/{pytorch,tensorflow,xgboost,jax,mpi}.
+KUBEFLOW = {
+    "PyTorchJob": ("pytorchReplicaSpecs", ()),
+    "TFJob": ("tfReplicaSpecs", ()),
+    "XGBoostJob": ("xgbReplicaSpecs", ("Master", "Worker")),
+    "JAXJob": ("jaxReplicaSpecs", ("Worker",)),
+    "MPIJob": ("mpiReplicaSpecs", ("Launcher", "Worker")),
+}
+# Ray: kind -> the path of its cluster spec (a RayJob's podgrouper reads the RayCluster it makes from
+# spec.rayClusterSpec; plugins/ray).
+RAY = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec")}
+SHARING_MODES = ("Disabled", "NonMemoryEnforced", "HamiCore", "NvFractions")
 
 
 class Finding:
@@ -195,15 +242,23 @@ def templates(obj):
             if isinstance(template, dict):
                 found.append(Template(template.get("metadata"), template.get("spec"), ".".join(path)))
         return found
+    found = []
     if kind == "JobSet":
-        found = []
         for index, rjob in enumerate(_get(obj, "spec", "replicatedJobs") or []):
-            template = _get(rjob, "template", "spec", "template")
-            if isinstance(template, dict):
-                found.append(Template(template.get("metadata"), template.get("spec"),
-                                      "spec.replicatedJobs[%d].template.spec.template" % index))
-        return found
-    return []
+            found.append((_get(rjob, "template", "spec", "template"),
+                          "spec.replicatedJobs[%d].template.spec.template" % index))
+    elif kind in KUBEFLOW:
+        key = KUBEFLOW[kind][0]
+        for rtype, rspec in sorted(_map(_get(obj, "spec", key)).items()):
+            found.append((_get(rspec, "template"), "spec.%s.%s.template" % (key, rtype)))
+    elif kind in RAY:
+        base = ".".join(RAY[kind])
+        cluster = _map(_get(obj, *RAY[kind]))
+        found.append((_get(cluster, "headGroupSpec", "template"), base + ".headGroupSpec.template"))
+        for index, group in enumerate(cluster.get("workerGroupSpecs") or []):
+            found.append((_get(group, "template"), "%s.workerGroupSpecs[%d].template" % (base, index)))
+    return [Template(template.get("metadata"), template.get("spec"), prefix)
+            for template, prefix in found if isinstance(template, dict)]
 
 
 def _whole(value):
@@ -459,6 +514,8 @@ def _check_scheduler(obj, t, why, say):
 def _check_queue(obj, t, tree, say):
     top = dict((str(k), v) for k, v in _map(_map(obj.get("metadata")).get("labels")).items())
     pod_labels = t.labels
+    if POD_GROUP in t.annotations:
+        return      # its PodGroup's spec.queue decides (checked on the PodGroup)
     if LEGACY_QUEUE_LABEL in pod_labels or LEGACY_QUEUE_LABEL in top:
         if QUEUE_LABEL not in pod_labels and QUEUE_LABEL not in top:
             where = t.path(".labels[%s]" % LEGACY_QUEUE_LABEL) if LEGACY_QUEUE_LABEL in pod_labels \
@@ -487,16 +544,8 @@ def _check_queue(obj, t, tree, say):
                 "has no %s label, so KAI puts the pod in %r: name the team's leaf queue"
                 % (QUEUE_LABEL, DEFAULT_QUEUE))
         return
-    if tree is None:
-        return
-    if queue not in tree:
-        say("queue-unknown", where, "names queue %r, which is not a queue of the tree (known: %s)"
-            % (queue, ", ".join(sorted(tree)[:8]) + (" ..." if len(tree) > 8 else "")))
-        return
-    kids = queue_tree.children_of(tree).get(queue)
-    if kids:
-        say("queue-not-leaf", where, "names queue %r, which has child queues (%s): only leaf queues run jobs, "
-            "so the pod would never be scheduled; use one of them" % (queue, ", ".join(kids)))
+    if tree is not None:
+        _check_queue_name(queue, where, tree, say)
 
 
 def _check_placement(obj, say):
@@ -522,6 +571,11 @@ def _check_gang(obj, say):
         elif kind == "Job":
             _gang_fits(say, where, wanted, _get(obj, "spec", "parallelism"), _get(obj, "spec", "completions"),
                        "spec")
+        elif kind in KUBEFLOW or kind in RAY:
+            say("min-member-ignored", where,
+                "is not read by the %s podgrouper, which sizes the gang from %s: set that instead"
+                % (kind, "spec.runPolicy.schedulingPolicy.minAvailable (else the sum of the replica specs' "
+                   "replicas)" if kind in KUBEFLOW else "the worker groups' replicas and minReplicas"))
         elif kind == "JobSet":
             jobs = _get(obj, "spec", "replicatedJobs") or []
             if wanted > len(jobs):
@@ -557,31 +611,226 @@ def _gang_fits(say, where, wanted, parallelism, completions, spec_path):
             "starts; lower the annotation or raise the parallelism" % (wanted, at_once, why))
 
 
-def lint_object(obj, tree=None, source=None):
+def _check_group_sizes(obj, say):
+    kind = obj.get("kind")
+    if kind in KUBEFLOW:
+        key, required = KUBEFLOW[kind]
+        specs = _map(_get(obj, "spec", key))
+        min_available = _get(obj, "spec", "runPolicy", "schedulingPolicy", "minAvailable")
+        if min_available is not None:
+            where = "spec.runPolicy.schedulingPolicy.minAvailable"
+            total = [_get(r, "replicas") for r in specs.values()]
+            if _whole(min_available) is None:
+                say("min-member-value", where, "%r must be a positive whole number of pods" % (min_available,))
+            elif all(isinstance(n, int) and not isinstance(n, bool) for n in total) \
+                    and min_available > sum(total):
+                say("min-member-too-large", where,
+                    "asks for %d pods together but the replica specs make %d: the gang can never form"
+                    % (min_available, sum(total)))
+            return
+        for rtype in required:
+            if rtype not in specs:
+                say("group-sizes", "spec.%s" % key,
+                    "has no %s replica spec, which the %s podgrouper requires (it has %s): the job gets no "
+                    "PodGroup and never starts" % (rtype, kind, _names(sorted(specs))))
+        for rtype, rspec in sorted(specs.items()):
+            replicas = _get(rspec, "replicas")
+            if _whole(replicas) is None or not isinstance(replicas, int):
+                say("group-sizes", "spec.%s.%s.replicas" % (key, rtype),
+                    "is %s: the podgrouper sums every replica spec's replicas into the gang's size and refuses "
+                    "a missing or zero one; set it (or spec.runPolicy.schedulingPolicy.minAvailable)"
+                    % ("unset" if replicas is None else repr(replicas)))
+    elif kind in RAY:
+        base = ".".join(RAY[kind])
+        for index, group in enumerate(_map(_get(obj, *RAY[kind])).get("workerGroupSpecs") or []):
+            low, high = _get(group, "minReplicas"), _get(group, "replicas")
+            if isinstance(low, int) and isinstance(high, int) and low > high:
+                say("group-sizes", "%s.workerGroupSpecs[%d].minReplicas" % (base, index),
+                    "is %d, above the group's replicas (%d): the podgrouper refuses the cluster and no pod "
+                    "starts; lower it or raise replicas" % (low, high))
+
+
+def _dns_label(value):
+    return isinstance(value, string_types) and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value) is not None
+
+
+def _count(value):
+    """A whole number >= 0 (PodGroup sizes may be 0), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _check_podgroup(obj, tree, say):
+    spec = _map(obj.get("spec"))
+    for key in ("minMember", "minSubGroup"):
+        if key in spec and _count(spec[key]) is None:
+            say("podgroup-spec", "spec.%s" % key, "%r must be a whole number of pods (0 or more)" % (spec[key],))
+    if "minMember" in spec and "minSubGroup" in spec:
+        say("podgroup-spec", "spec", "sets both minMember and minSubGroup, which the PodGroup API takes one at "
+            "a time: size the group by its pods (minMember) or by its subgroups (minSubGroup)")
+    groups = [g for g in spec.get("subGroups") or [] if isinstance(g, dict)]
+    names = [g.get("name") for g in groups]
+    parents = set(g.get("parent") for g in groups if g.get("parent") is not None)
+    for index, group in enumerate(groups):
+        where = "spec.subGroups[%d]" % index
+        if not _dns_label(group.get("name")):
+            say("podgroup-spec", where + ".name", "%r must be a DNS label (lowercase letters, digits, '-')"
+                % (group.get("name"),))
+        elif group.get("name") in names[:index]:
+            say("podgroup-spec", where + ".name", "%r names two subgroups: each needs its own name"
+                % group.get("name"))
+        if group.get("parent") is not None and group.get("parent") not in names:
+            say("podgroup-spec", where + ".parent", "%r is not a subgroup of this PodGroup (it has %s)"
+                % (group.get("parent"), _names(names)))
+        if group.get("name") in parents and "minMember" in group:
+            say("podgroup-spec", where + ".minMember", "is set on %r, which is the parent of other subgroups: a "
+                "parent is sized by minSubGroup (the API refuses minMember there)" % group.get("name"))
+    queue = spec.get("queue")
+    if not queue:
+        say("podgroup-queue-missing", "spec.queue", "is unset: the PodGroup's queue decides for every pod that "
+            "joins it (their own queue labels are not read); name the team's leaf queue")
+    elif tree is not None:
+        _check_queue_name(queue, "spec.queue", tree, say)
+
+
+def _check_queue_name(queue, where, tree, say):
+    if queue not in tree:
+        say("queue-unknown", where, "names queue %r, which is not a queue of the tree (known: %s)"
+            % (queue, ", ".join(sorted(tree)[:8]) + (" ..." if len(tree) > 8 else "")))
+        return
+    kids = queue_tree.children_of(tree).get(queue)
+    if kids:
+        say("queue-not-leaf", where, "names queue %r, which has child queues (%s): only leaf queues run jobs, "
+            "so the pod would never be scheduled; use one of them" % (queue, ", ".join(kids)))
+
+
+def _check_join(obj, t, say):
+    """A pod joining a PodGroup of its own making must keep the podgrouper out."""
+    group = t.annotations.get(POD_GROUP)
+    if group is None:
+        return
+    top = _map(_map(obj.get("metadata")).get("annotations"))
+    marks = [(t.path(".annotations[%s]" % SKIP_PODGROUPER), t.annotations.get(SKIP_PODGROUPER))]
+    if t.prefix:
+        marks.append(("metadata.annotations[%s]" % SKIP_PODGROUPER, top.get(SKIP_PODGROUPER)))
+    if any(value == "true" for _where, value in marks):
+        return
+    set_to = [(where, value) for where, value in marks if value is not None]
+    if set_to:
+        where, value = set_to[0]
+        say("pod-group-skip", where, "is %r: only the exact string \"true\" keeps the podgrouper out, so it "
+            "would regroup the pod instead of leaving it in PodGroup %r" % (value, group))
+    else:
+        say("pod-group-skip", t.path(".annotations[%s]" % POD_GROUP),
+            "joins PodGroup %r but neither the pod nor its %s carries %s: \"true\", so the podgrouper still "
+            "groups the pod itself; add it" % (group, obj.get("kind") if t.prefix else "owner", SKIP_PODGROUPER))
+
+
+def pods_of(obj):
+    """How many pods a workload runs at once (None: not known from the manifest)."""
+    kind, spec = obj.get("kind"), _map(obj.get("spec"))
+    if kind == "Pod":
+        return 1
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"):
+        replicas = spec.get("replicas", 1)
+        return _count(replicas)
+    if kind == "Job":
+        parallelism = spec.get("parallelism", 1)
+        completions = spec.get("completions")
+        if _count(parallelism) is None or (completions is not None and _count(completions) is None):
+            return None
+        return parallelism if completions is None else min(parallelism, completions)
+    return None
+
+
+def _check_sharing_mode(t, mode, say):
+    ann = t.annotations
+    shared = [key for key in (FRACTION, GPU_MEMORY) if key in ann]
+    nvfractions = [key for key in sorted(ann) if CONTAINER_ANNOTATION.fullmatch(key)
+                   and FRACTION_SETTINGS.fullmatch(CONTAINER_ANNOTATION.fullmatch(key).group(2))]
+    if mode == "Disabled" and (shared or nvfractions):
+        say("sharing-mode", t.path(".annotations[%s]" % (shared + nvfractions)[0]),
+            "asks for a share of a GPU but the cluster's gpuSharingMode is Disabled: KAI gives no shares, so the "
+            "pod stays Pending; request a whole %s or enable a sharing mode" % GPU_RESOURCE)
+        return
+    if mode != "NvFractions" and nvfractions:
+        say("sharing-mode", t.path(".annotations[%s]" % nvfractions[0]),
+            "is read only when gpuSharingMode is NvFractions (the gpu-fractioning operator's fractiond); the "
+            "cluster runs %s, where it sets nothing" % mode, severity=WARNING)
+    if mode == "NonMemoryEnforced" and shared:
+        say("sharing-mode", t.path(".annotations[%s]" % shared[0]),
+            "is a scheduling figure only: gpuSharingMode NonMemoryEnforced enforces no GPU memory, so a "
+            "neighbour on the same GPU may take more; NvFractions enforces it", severity=WARNING)
+
+
+class Run:
+    """One lint run: every object checked alone, then what spans objects (a PodGroup and
+    the pods the run's manifests add to it). tree: {queue: parent} or None; sharing_mode:
+    kai-config's gpuSharingMode or None (its rules are skipped)."""
+
+    def __init__(self, tree=None, sharing_mode=None):
+        if sharing_mode is not None and sharing_mode not in SHARING_MODES:
+            raise ValueError("sharing_mode must be one of %s, got %r" % (", ".join(SHARING_MODES), sharing_mode))
+        self.tree = tree
+        self.sharing_mode = sharing_mode
+        self.podgroups = {}     # (namespace, name) -> (describe, source, minMember)
+        self.joins = {}         # (namespace, name) -> [(describe, pods or None)]
+
+    def check(self, obj, source=None):
+        findings = []
+        name = describe(obj)
+
+        def say(rule, where, message, severity=None):
+            findings.append(Finding(rule, name, where, message, source, severity))
+
+        meta = _map(obj.get("metadata"))
+        namespace = meta.get("namespace") or "default"
+        if obj.get("kind") == "PodGroup":
+            _check_podgroup(obj, self.tree, say)
+            self.podgroups[(namespace, meta.get("name"))] = (name, source, _get(obj, "spec", "minMember"))
+        _check_placement(obj, say)
+        _check_gang(obj, say)
+        _check_group_sizes(obj, say)
+        workload_kai = ["annotation %s" % MIN_MEMBER] if MIN_MEMBER in _map(meta.get("annotations")) else []
+        for t in templates(obj):
+            why = uses_kai(t)
+            if t.prefix:
+                if QUEUE_LABEL in _map(meta.get("labels")):
+                    why.append("the %s's label %s" % (obj.get("kind"), QUEUE_LABEL))
+                why.extend(workload_kai)
+            _check_scheduler(obj, t, why, say)
+            _check_fraction_annotations(t, say)
+            _check_containers(t, say)
+            _check_queue(obj, t, self.tree, say)
+            _check_join(obj, t, say)
+            _check_root(t, say)
+            if self.sharing_mode is not None:
+                _check_sharing_mode(t, self.sharing_mode, say)
+            group = t.annotations.get(POD_GROUP)
+            if isinstance(group, string_types):
+                self.joins.setdefault((namespace, group), []).append((name, pods_of(obj)))
+        return findings
+
+    def finish(self):
+        """Findings over the whole run: a PodGroup the run's pods cannot fill."""
+        findings = []
+        for key, (name, source, wanted) in sorted(self.podgroups.items(), key=lambda item: str(item[0])):
+            joins = self.joins.get(key, [])
+            counts = [pods for _who, pods in joins]
+            if _count(wanted) is None or not joins or None in counts or sum(counts) >= wanted:
+                continue
+            total = sum(counts)
+            who = ", ".join("%s: %d" % pair for pair in joins)
+            findings.append(Finding(
+                "podgroup-members", name, "spec.minMember",
+                "is %d but the manifests checked add %d pod%s to it (%s): unless pods from elsewhere join, the "
+                "gang never forms and none of them starts" % (wanted, total, "" if total == 1 else "s", who), source))
+        return findings
+
+
+def lint_object(obj, tree=None, source=None, sharing_mode=None):
     """Findings for one Kubernetes object; tree is {queue: parent} or None."""
-    findings = []
-    name = describe(obj)
-
-    def say(rule, where, message, severity=None):
-        findings.append(Finding(rule, name, where, message, source, severity))
-
-    _check_placement(obj, say)
-    _check_gang(obj, say)
-    workload_kai = ["annotation %s" % MIN_MEMBER] \
-        if MIN_MEMBER in _map(_map(obj.get("metadata")).get("annotations")) else []
-    for t in templates(obj):
-        why = uses_kai(t)
-        if t.prefix:
-            top_labels = _map(_map(obj.get("metadata")).get("labels"))
-            if QUEUE_LABEL in top_labels:
-                why.append("the %s's label %s" % (obj.get("kind"), QUEUE_LABEL))
-            why.extend(workload_kai)
-        _check_scheduler(obj, t, why, say)
-        _check_fraction_annotations(t, say)
-        _check_containers(t, say)
-        _check_queue(obj, t, tree, say)
-        _check_root(t, say)
-    return findings
+    run = Run(tree, sharing_mode)
+    return run.check(obj, source) + run.finish()
 
 
 def expand(objects, limits=None, source=None):
@@ -613,14 +862,15 @@ class _Stop(Exception):
         self.finding = finding
 
 
-def lint(objects, queues=None, source=None):
+def lint(objects, queues=None, source=None, sharing_mode=None):
     """Findings for a list of objects. queues: the inventory's queue list or
-    Queue objects (None: the queue-tree rules are skipped)."""
-    tree = None if queues is None else queue_tree.names_and_parents(queues)
+    Queue objects (None: the queue-tree rules are skipped); sharing_mode: the
+    cluster's gpuSharingMode (None: its rules are skipped)."""
+    run = Run(None if queues is None else queue_tree.names_and_parents(queues), sharing_mode)
     findings = []
     for obj in expand(objects or []):
-        findings.extend(lint_object(obj, tree, source))
-    return findings
+        findings.extend(run.check(obj, source))
+    return findings + run.finish()
 
 
 # ---------------------------------------------------------------- live objects
@@ -633,17 +883,24 @@ def owned_by(obj, kinds):
 
 
 def live_view(obj):
-    """A live object as its author wrote it: no status, and on a bound pod
-    without the gpus.devices annotations KAI's binder wrote."""
+    """A live object as its author wrote it: no status, and on a pod none of what KAI
+    wrote there: the binder's gpus.devices annotations on a bound pod, and the
+    podgrouper's pod-group-name on a pod it grouped (one without skip-podgrouper: "true")."""
     view = dict(obj)
     view.pop("status", None)
-    if obj.get("kind") == "Pod" and _map(obj.get("spec")).get("nodeName"):
-        meta = dict(_map(obj.get("metadata")))
-        meta["annotations"] = dict(
-            (k, v) for k, v in _map(meta.get("annotations")).items()
-            if not (CONTAINER_ANNOTATION.fullmatch(str(k))
-                    and CONTAINER_ANNOTATION.fullmatch(str(k)).group(2) == RESERVED_SETTING))
-        view["metadata"] = meta
+    if obj.get("kind") != "Pod":
+        return view
+    meta = dict(_map(obj.get("metadata")))
+    annotations = _map(meta.get("annotations"))
+    bound = bool(_map(obj.get("spec")).get("nodeName"))
+    grouped = annotations.get(SKIP_PODGROUPER) != "true"
+
+    def written_by_kai(key):
+        match = CONTAINER_ANNOTATION.fullmatch(str(key))
+        return (bound and match is not None and match.group(2) == RESERVED_SETTING) or (grouped and key == POD_GROUP)
+
+    meta["annotations"] = dict((k, v) for k, v in annotations.items() if not written_by_kai(k))
+    view["metadata"] = meta
     return view
 
 
@@ -745,11 +1002,14 @@ def read_documents(path, loader, errors, limits=None):
     return found, []
 
 
-def lint_files(paths, loader, errors, queues=None, limits=None):
+def lint_files(paths, loader, errors, queues=None, limits=None, sharing_mode=None, run=None):
     """(findings, objects checked, files read) for files and directories.
-    A file that cannot be read or parsed is a finding; the others are still checked."""
+    A file that cannot be read or parsed is a finding; the others are still checked.
+    With run (a Run the caller finishes), the objects join the caller's run."""
     limits = limits or Limits()
-    tree = None if queues is None else queue_tree.names_and_parents(queues)
+    mine = run is None
+    if mine:
+        run = Run(None if queues is None else queue_tree.names_and_parents(queues), sharing_mode)
     skipped = []
     findings, count, files = [], 0, manifest_files(paths, skipped)
     findings.extend(Finding("not-read", None, None, "is not a regular file (a FIFO, socket, device or broken link): "
@@ -765,12 +1025,12 @@ def lint_files(paths, loader, errors, queues=None, limits=None):
             for source, document in documents:
                 for obj in expand([document], limits, source):
                     count += 1
-                    findings.extend(lint_object(obj, tree, source))
+                    findings.extend(run.check(obj, source))
         except _Stop as stop:
             findings.append(stop.finding)
             if limits.objects_seen > limits.objects:
                 break
-    return findings, count, files
+    return findings + (run.finish() if mine else []), count, files
 
 
 # ---------------------------------------------------------------- output

@@ -12,9 +12,11 @@ module: workload_lint
 short_description: Check Kubernetes manifests against KAI Scheduler's fractional-pod and queue rules
 version_added: 0.1.0
 description:
-  - "Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet and
+  - "Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet, the Kubeflow
+    training jobs PyTorchJob, TFJob, XGBoostJob, JAXJob and MPIJob, RayCluster and RayJob, PodGroup and
     C(kind: List)) from files, directories, inline objects or the live cluster, and reports one finding per
-    violation with the object, the field and what to do."
+    violation with the object, the field and what to do. All sources of one run are checked together, so a
+    PodGroup and the pods that join it may come from different files."
   - "Rules (severity): C(scheduler-name) KAI annotations or a queue label without C(schedulerName: kai-scheduler);
     C(gpu-fraction-range) gpu-fraction not in 0 < f < 1; C(gpu-memory-value) gpu-memory not a positive whole
     number of MiB; C(fraction-and-memory) both at once; C(num-devices) gpu-fraction-num-devices not a positive
@@ -34,6 +36,19 @@ description:
     C(queue-label-missing) and C(queue-label-conflict), which are warnings, and C(fraction-runs-as-root), a
     warning when C(runAsNonRoot) is only unset (the image's USER, which the manifest does not show, decides)
     and an error for C(runAsUser: 0) or C(runAsNonRoot: false)."
+  - "Gangs and PodGroups: C(group-sizes) a Kubeflow job without a replica type its podgrouper requires or with a
+    missing or zero C(replicas) (and no C(spec.runPolicy.schedulingPolicy.minAvailable)), or a Ray worker group
+    whose C(minReplicas) exceeds its C(replicas); C(min-member-ignored) (warning) C(kai.scheduler/batch-min-member)
+    on a Kubeflow or Ray job, whose podgrouper does not read it; C(podgroup-spec) a PodGroup with both or a
+    negative C(minMember)/C(minSubGroup), duplicate or non-DNS subgroup names, a parent that does not exist or a
+    parent sized by C(minMember); C(podgroup-queue-missing) (warning) no C(spec.queue), which decides for every
+    pod that joins (their queue labels are not read, so C(queue-label-missing) does not apply to them);
+    C(pod-group-skip) a pod joining by C(pod-group-name) without C(kai.scheduler/skip-podgrouper: \"true\") on
+    the pod or its workload; C(podgroup-members) (warning) a PodGroup whose C(minMember) the checked manifests'
+    pods do not reach."
+  - "With O(sharing_mode): C(sharing-mode) a share asked of a cluster whose sharing is C(Disabled) (error);
+    NvFractions annotations outside C(NvFractions) and a share under C(NonMemoryEnforced), which enforces no
+    GPU memory (warnings)."
   - The same checks are the filter P(smshare.kai.workload_lint#filter).
   - "For CI on your own manifests: C(ansible-playbook smshare.kai.lint_workloads -e workload_lint_paths=k8s/)
     exits non-zero on any error and prints one line per finding (see the collection README)."
@@ -98,6 +113,13 @@ options:
     description: Read the queue tree from the cluster's Queue objects (added to O(queues)).
     type: bool
     default: false
+  sharing_mode:
+    description:
+      - The cluster's GPU sharing mode (kai-config's C(spec.global.gpuSharingMode), the inventory's
+        C(smshare_gpu_sharing_mode)), for the rule C(sharing-mode). Unset, that rule is skipped.
+    type: str
+    choices: [Disabled, NonMemoryEnforced, HamiCore, NvFractions]
+    version_added: 0.2.0
   fail_on:
     description:
       - V(error) fails when any error is found, V(warning) when any finding is, V(never) only reports.
@@ -230,7 +252,7 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 # (apiVersion, kind) read from each namespace, in this order; optional ones may be absent
-LIVE_KINDS = (
+LIVE_KINDS = (   # (apiVersion, kind, required); a kind is read from the first version served
     ("v1", "Pod", True),
     ("apps/v1", "Deployment", True),
     ("apps/v1", "StatefulSet", True),
@@ -240,6 +262,15 @@ LIVE_KINDS = (
     ("batch/v1", "CronJob", False),
     ("batch/v1beta1", "CronJob", False),
     ("jobset.x-k8s.io/v1alpha2", "JobSet", False),
+    ("kubeflow.org/v1", "PyTorchJob", False),
+    ("kubeflow.org/v1", "TFJob", False),
+    ("kubeflow.org/v1", "XGBoostJob", False),
+    ("kubeflow.org/v1", "JAXJob", False),
+    ("kubeflow.org/v2beta1", "MPIJob", False),
+    ("kubeflow.org/v1", "MPIJob", False),
+    ("ray.io/v1", "RayJob", False),
+    ("ray.io/v1", "RayCluster", False),
+    ("scheduling.run.ai/v2alpha2", "PodGroup", False),
 )
 
 
@@ -284,17 +315,14 @@ def live_objects(client, namespaces):
     objects = []
     for namespace in namespaces:
         found = {}
-        cronjobs_read = False
         for api_version, kind, required in LIVE_KINDS:
-            if kind == "CronJob" and cronjobs_read:
+            if kind in found:
                 continue
             items = _list(client, api_version, kind, namespace)
             if items is None:
                 if required:
                     raise ClusterError("the API server does not serve %s %s" % (api_version, kind))
                 continue
-            if kind == "CronJob":
-                cronjobs_read = True
             for item in items:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
@@ -318,6 +346,7 @@ def main():
             queues=dict(type="list", elements="dict"),
             queues_from_cluster=dict(type="bool", default=False),
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
+            sharing_mode=dict(type="str", choices=list(workload_rules.SHARING_MODES)),
             max_file_bytes=dict(type="int", default=10 * 1024 * 1024),
             max_total_bytes=dict(type="int", default=256 * 1024 * 1024),
             max_objects=dict(type="int", default=50000),
@@ -359,18 +388,24 @@ def main():
                 raise ClusterError("the cluster has no %s Queue resource: is KAI Scheduler installed?"
                                    % queue_tree.API_VERSION)
             queues = (queues or []) + cluster_queues
+        # one run over every source: a PodGroup and the pods that join it may come from different ones
+        run = workload_rules.Run(None if queues is None else queue_tree.names_and_parents(queues),
+                                 params["sharing_mode"])
         try:
             findings, checked, files = workload_rules.lint_files(params["paths"], load_all, (yaml.YAMLError,),
-                                                                 queues, limits)
+                                                                 limits=limits, run=run)
         except (OSError, IOError) as exc:
             module.fail_json(msg="paths: %s" % exc, failure="bad_input", parameter="paths")
         for index, obj in enumerate(params["objects"]):
-            checked += len(list(workload_rules.expand([obj])))
-            findings.extend(workload_rules.lint([obj], queues, source="objects[%d]" % index))
+            for item in workload_rules.expand([obj]):
+                checked += 1
+                findings.extend(run.check(item, "objects[%d]" % index))
         if params["namespaces"]:
             objects = live_objects(client, params["namespaces"])
             checked += len(objects)
-            findings.extend(workload_rules.lint(objects, queues, source="cluster"))
+            for obj in objects:
+                findings.extend(run.check(obj, "cluster"))
+        findings.extend(run.finish())
     except ClusterError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
 

@@ -205,3 +205,25 @@ def test_list_nesting_limit(monkeypatch, tmp_path):
 def test_a_limit_below_one_is_refused(monkeypatch, tmp_path, name):
     done = run(monkeypatch, {"paths": [str(tmp_path)], name: 0})
     assert done.failed and done.result["parameter"] == name and "must be 1 or more" in done.result["msg"]
+
+
+def test_the_sharing_mode_is_an_input_and_a_bad_one_is_refused(monkeypatch):
+    done = run(monkeypatch, {"objects": [GOOD], "sharing_mode": "Disabled"})
+    assert done.failed and [f["rule"] for f in done.result["findings"]] == ["sharing-mode"]
+    assert not run(monkeypatch, {"objects": [GOOD], "sharing_mode": "NvFractions"}).failed
+    bad = run(monkeypatch, {"objects": [GOOD], "sharing_mode": "nvfractions"})
+    assert bad.failed and "NvFractions" in bad.result["msg"]
+
+
+def test_a_podgroup_in_a_file_and_the_job_that_joins_it_given_inline_are_one_run(monkeypatch, tmp_path):
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": "team-gang", "namespace": "gpu-trial"}, "spec": {"queue": "ml-team", "minMember": 3}}
+    (tmp_path / "podgroup.yaml").write_text(yaml.safe_dump(group))
+    joiner = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "member", "namespace": "gpu-trial",
+                           "annotations": {"pod-group-name": "team-gang", "kai.scheduler/skip-podgrouper": "true"}},
+              "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main"}]}}
+    done = run(monkeypatch, {"paths": [str(tmp_path)], "objects": [joiner], "queues": TREE})
+    assert not done.failed and done.result["checked"] == 2
+    assert [(f["rule"], f["source"]) for f in done.result["findings"]] == [
+        ("podgroup-members", str(tmp_path / "podgroup.yaml"))]
