@@ -79,3 +79,16 @@ def test_a_hostile_repository_fails_naming_each_file_and_never_blocks(tmp_path):
                  "over the limit of 2048 per file: not checked",
                  "4 errors, 0 warnings in 1 object checked"):
         assert line in out, (line, proc.stdout)
+
+
+def test_the_sharing_mode_comes_from_the_inventory_or_the_command_line(tmp_path):
+    inference = yaml.safe_load(yaml.safe_dump(GOOD))
+    inference["metadata"]["labels"]["kai.scheduler/queue"] = "inference"     # a100's leaf queue
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(inference))
+    shipped = lint(tmp_path, "-i", str(REPO / "inventories" / "a100"), "-e", "workload_lint_paths=pod.yaml")
+    assert shipped.returncode == 0, shipped.stdout + shipped.stderr      # a100: smshare_gpu_sharing_mode NvFractions
+    assert "0 errors, 0 warnings in 1 object checked" in shipped.stdout
+    off = lint(tmp_path, "-i", str(REPO / "inventories" / "a100"), "-e", "workload_lint_paths=pod.yaml",
+               "-e", "workload_lint_sharing_mode=Disabled")
+    assert off.returncode == 2, off.stdout + off.stderr
+    assert "gpuSharingMode is Disabled" in " ".join(off.stdout.split()) and "[sharing-mode]" in off.stdout
