@@ -99,10 +99,9 @@ up() {
   make_pki
   make_credentials
   [ -s "$state/server/http-secret" ] || openssl rand -hex 16 >"$state/server/http-secret"
+  # The instance's port, never the one a former run saved in $state/address: a
+  # state folder that now holds another instance would take that lab's port.
   local port=${SMSHARE_REGISTRY_PORT:-$((5443 + 100 * ${SMSHARE_LAB_INSTANCE:-0}))}
-  if [ -s "$state/address" ]; then
-    port=${SMSHARE_REGISTRY_PORT:-$(cut -d: -f2 "$state/address")}
-  fi
   [ "$port" = 0 ] && port=$(free_port)
   printf '127.0.0.1:%s\n' "$port" >"$state/address"
   write_config "$port"
