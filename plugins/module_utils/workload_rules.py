@@ -110,8 +110,9 @@ RULES = {
     "podgroup-spec": (ERROR, "a PodGroup's minMember and minSubGroup are whole numbers, not both set; its subGroups "
                              "have unique names, parents that exist, and parents size with minSubGroup"),
     "podgroup-queue-missing": (WARNING, "a PodGroup names its queue in spec.queue"),
-    "pod-group-skip": (ERROR, "a pod that joins a PodGroup by pod-group-name carries kai.scheduler/skip-podgrouper: "
-                              "\"true\" (on the pod or its workload), so the podgrouper leaves it there"),
+    "pod-group-skip": (ERROR, "a workload's pod that joins a PodGroup by pod-group-name carries "
+                              "kai.scheduler/skip-podgrouper: \"true\" (on the pod or its workload), so the "
+                              "podgrouper leaves it there (an ownerless Pod needs none: the podgrouper skips it)"),
     "podgroup-members": (WARNING, "the pods the checked manifests add to a PodGroup reach its minMember"),
     # Sources: kai-config's gpuSharingMode (Disabled | NonMemoryEnforced (the chart's default) | HamiCore |
     # NvFractions, shared/REFERENCE.md); KAI's docs/gpu-sharing/README.md ("KAI Scheduler does not enforce memory
@@ -706,9 +707,10 @@ def _check_queue_name(queue, where, tree, say):
 def _check_join(obj, t, say):
     """A pod joining a PodGroup of its own making must keep the podgrouper out."""
     group = t.annotations.get(POD_GROUP)
-    if group is None:
-        return
-    top = _map(_map(obj.get("metadata")).get("annotations"))
+    meta = _map(obj.get("metadata"))
+    if group is None or (not t.prefix and not meta.get("ownerReferences")):
+        return      # the podgrouper leaves an ownerless pod with pod-group-name alone (pod_controller.go)
+    top = _map(meta.get("annotations"))
     marks = [(t.path(".annotations[%s]" % SKIP_PODGROUPER), t.annotations.get(SKIP_PODGROUPER))]
     if t.prefix:
         marks.append(("metadata.annotations[%s]" % SKIP_PODGROUPER, top.get(SKIP_PODGROUPER)))
@@ -776,6 +778,8 @@ class Run:
         self.joins = {}         # (namespace, name) -> [(describe, pods or None)]
 
     def check(self, obj, source=None):
+        if obj.get("kind") == "Pod" and ("status" in obj or _map(obj.get("metadata")).get("uid")):
+            obj = live_view(obj)    # a dump of live pods (kubectl get -o yaml): judged as their author wrote them
         findings = []
         name = describe(obj)
 

@@ -16,7 +16,8 @@ description:
     training jobs PyTorchJob, TFJob, XGBoostJob, JAXJob and MPIJob, RayCluster and RayJob, PodGroup and
     C(kind: List)) from files, directories, inline objects or the live cluster, and reports one finding per
     violation with the object, the field and what to do. All sources of one run are checked together, so a
-    PodGroup and the pods that join it may come from different files."
+    PodGroup and the pods that join it may come from different files. A Pod with C(status) or C(metadata.uid)
+    (a dump of live objects) is judged as its author wrote it, without what KAI's binder and podgrouper wrote."
   - "Rules (severity): C(scheduler-name) KAI annotations or a queue label without C(schedulerName: kai-scheduler);
     C(gpu-fraction-range) gpu-fraction not in 0 < f < 1; C(gpu-memory-value) gpu-memory not a positive whole
     number of MiB; C(fraction-and-memory) both at once; C(num-devices) gpu-fraction-num-devices not a positive
@@ -43,8 +44,8 @@ description:
     negative C(minMember)/C(minSubGroup), duplicate or non-DNS subgroup names, a parent that does not exist or a
     parent sized by C(minMember); C(podgroup-queue-missing) (warning) no C(spec.queue), which decides for every
     pod that joins (their queue labels are not read, so C(queue-label-missing) does not apply to them);
-    C(pod-group-skip) a pod joining by C(pod-group-name) without C(kai.scheduler/skip-podgrouper: \"true\") on
-    the pod or its workload; C(podgroup-members) (warning) a PodGroup whose C(minMember) the checked manifests'
+    C(pod-group-skip) a workload's pod joining by C(pod-group-name) without
+    C(kai.scheduler/skip-podgrouper: \"true\") on the pod or its workload (an ownerless Pod needs none); C(podgroup-members) (warning) a PodGroup whose C(minMember) the checked manifests'
     pods do not reach."
   - "With O(sharing_mode): C(sharing-mode) a share asked of a cluster whose sharing is C(Disabled) (error);
     NvFractions annotations outside C(NvFractions) and a share under C(NonMemoryEnforced), which enforces no

@@ -13,13 +13,13 @@ TREE = [{"name": "research"}, {"name": "ml-team", "parent": "research"}, {"name"
 NONROOT = {"runAsNonRoot": True, "runAsUser": 1000}
 
 
-def template(annotations=None, scheduler="kai-scheduler", gpus=1, security=NONROOT, labels=None):
+def template(annotations=None, scheduler="kai-scheduler", gpus=1, security="nonroot", labels=None):
     spec = {"containers": [{"name": "main", "image": "trainer",
                             "resources": {"limits": {"nvidia.com/gpu": gpus}} if gpus else {}}]}
     if scheduler:
         spec["schedulerName"] = scheduler
     if security:
-        spec["securityContext"] = dict(security)
+        spec["securityContext"] = dict(NONROOT if security == "nonroot" else security)
     return {"metadata": {"annotations": dict(annotations or {}), "labels": dict(labels or {})}, "spec": spec}
 
 
@@ -71,8 +71,8 @@ def joining_job(skip="true", parallelism=2, where="template", labels=None):
                      "template": template(annotations=annotations, labels=labels)}}
 
 
-def rules(objects, queues=TREE, sharing_mode=None):
-    return [(f.rule, f.severity, f.field) for f in wr.lint(objects, queues=queues, sharing_mode=sharing_mode)]
+def rules(objects, sharing_mode=None):
+    return [(f.rule, f.severity, f.field) for f in wr.lint(objects, queues=TREE, sharing_mode=sharing_mode)]
 
 
 # ---------------------------------------------------------------- the upstream shapes pass
@@ -247,12 +247,24 @@ def test_a_podgroup_and_its_job_in_two_files(tmp_path):
         ("podgroup-members", "a-podgroup.yaml")]
 
 
+def test_an_ownerless_pod_joins_without_skip_podgrouper():
+    # pkg/podgrouper/pod_controller.go (isOrphanPodWithPodGroup) leaves it alone; shape of
+    # examples/staleness-grace-period/01-pods.yaml
+    member = copy.deepcopy(HALF)
+    member["metadata"]["annotations"]["pod-group-name"] = "team-gang"
+    assert wr.lint([member], queues=TREE) == []
+
+
 def test_a_live_pod_the_podgrouper_grouped_is_not_told_to_skip_it():
     # KAI's podgrouper writes pod-group-name on every pod it groups (pkg/common/constants: PodGroupAnnotationForPod)
     grouped = copy.deepcopy(HALF)
     grouped["metadata"]["annotations"]["pod-group-name"] = "pg-half-1234"
+    grouped["metadata"]["ownerReferences"] = [{"kind": "RayCluster", "name": "rc", "uid": "u", "controller": True}]
     assert [f.rule for f in wr.lint([grouped], queues=TREE)] == ["pod-group-skip"]        # as a manifest
     assert wr.lint([wr.live_view(grouped)], queues=TREE) == []                           # as KAI left it
+    # a dump of live pods (docs/developer/designs/generic-pod-grouping/pods.yaml): status and uid say so
+    dumped = dict(copy.deepcopy(grouped), status={"phase": "Running"})
+    assert wr.lint([dumped], queues=TREE) == []
     joined = copy.deepcopy(grouped)
     joined["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] = "true"
     assert wr.live_view(joined)["metadata"]["annotations"]["pod-group-name"] == "pg-half-1234"
