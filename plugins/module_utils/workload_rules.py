@@ -533,8 +533,10 @@ def _check_queue(obj, t, tree, say):
     elif QUEUE_LABEL in pod_labels:
         queue, where = pod_labels[QUEUE_LABEL], t.path(".labels[%s]" % QUEUE_LABEL)
     if queue is None:
-        if t.spec.get("schedulerName") != SCHEDULER:
-            return
+        owned = any(isinstance(ref, dict) and ref.get("controller")
+                    for ref in _map(obj.get("metadata")).get("ownerReferences") or [])
+        if t.spec.get("schedulerName") != SCHEDULER or (not t.prefix and owned):
+            return      # a controller's pod takes its queue from the top owner's label
         if tree is not None and (DEFAULT_QUEUE not in tree or queue_tree.children_of(tree).get(DEFAULT_QUEUE)):
             say("queue-not-leaf" if DEFAULT_QUEUE in tree else "queue-unknown", t.path(".labels"),
                 "has no %s label, so KAI puts the pod in %r, which %s: label the pod with a leaf queue"

@@ -268,3 +268,13 @@ def test_a_live_pod_the_podgrouper_grouped_is_not_told_to_skip_it():
     joined = copy.deepcopy(grouped)
     joined["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] = "true"
     assert wr.live_view(joined)["metadata"]["annotations"]["pod-group-name"] == "pg-half-1234"
+
+
+def test_a_controllers_pod_is_not_asked_for_a_queue_label():
+    # default_grouper.go: the queue comes from the top owner's label first
+    owned = copy.deepcopy(HALF)
+    owned["metadata"]["labels"] = {}
+    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": "u", "controller": True}]
+    assert wr.lint([owned], queues=TREE) == []
+    del owned["metadata"]["ownerReferences"]
+    assert [f.rule for f in wr.lint([owned], queues=TREE)] == ["queue-label-missing"]
