@@ -54,7 +54,7 @@ claim_instances() {
   local s needs=; [ $# -eq 0 ] && needs=lab
   for s; do case $s in lint|sanity|unit|release) ;; *) needs=lab ;; esac; done
   [ -n "$needs" ] || return 0
-  export SMSHARE_LAB_HOLDER=${SMSHARE_LAB_HOLDER:-$$}
+  export SMSHARE_LAB_HOLDER=$$
   SMSHARE_LAB_INSTANCE=$(lab/labctl instance) || return 1
   SECOND_INSTANCE=$(SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" lab/labctl instance) || return 1
   export SMSHARE_LAB_INSTANCE SECOND_INSTANCE

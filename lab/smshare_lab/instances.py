@@ -74,8 +74,15 @@ def _live(claim):
 
 
 def _write(number, state):
+    """Claim `number` for `state`. A claim this state already holds keeps its holder while that
+    one runs (labctl up's own children re-resolve the instance: the claim must not pass to them)."""
     path = REGISTRY / f"{number}.json"
     tmp = path.with_suffix(".tmp")
+    claim = _claim_of(number) or {}
+    if claim.get("state") == str(state) and isinstance(claim.get("pid"), int) \
+            and claim.get("started") is not None and _started(claim["pid"]) == claim["started"]:
+        (state / "instance").write_text(f"{number}\n")
+        return
     pid, started = _holder()
     tmp.write_text(json.dumps({"state": str(state), "pid": pid, "started": started}))
     os.replace(tmp, path)

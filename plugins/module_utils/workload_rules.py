@@ -706,16 +706,30 @@ def _check_queue_name(queue, where, tree, say):
             "so the pod would never be scheduled; use one of them" % (queue, ", ".join(kids)))
 
 
+def _owners(obj, prefix):
+    """(path, object) for obj and each object inside it on the way down to the pod template at
+    prefix, the template included (a CronJob's jobTemplate, a JobSet's replicated job): where
+    KAI looks for skip-podgrouper on the pod's owner chain (shouldSkipAnyOwner)."""
+    chain, node, path = [("", obj)], obj, ""
+    for key, index in re.findall(r"([^.\[\]]+)|\[([0-9]+)\]", prefix):
+        if key:
+            node, path = _map(node).get(key), (path + "." + key if path else key)
+        else:
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
+            path += "[%s]" % index
+        if isinstance(node, dict) and isinstance(node.get("metadata"), dict):
+            chain.append((path, node))
+    return chain
+
+
 def _check_join(obj, t, say):
     """A pod joining a PodGroup of its own making must keep the podgrouper out."""
     group = t.annotations.get(POD_GROUP)
     meta = _map(obj.get("metadata"))
     if group is None or (not t.prefix and not meta.get("ownerReferences")):
         return      # the podgrouper leaves an ownerless pod with pod-group-name alone (pod_controller.go)
-    top = _map(meta.get("annotations"))
-    marks = [(t.path(".annotations[%s]" % SKIP_PODGROUPER), t.annotations.get(SKIP_PODGROUPER))]
-    if t.prefix:
-        marks.append(("metadata.annotations[%s]" % SKIP_PODGROUPER, top.get(SKIP_PODGROUPER)))
+    marks = [((where + "." if where else "") + "metadata.annotations[%s]" % SKIP_PODGROUPER,
+              _get(node, "metadata", "annotations", SKIP_PODGROUPER)) for where, node in _owners(obj, t.prefix)]
     if any(value == "true" for _where, value in marks):
         return
     set_to = [(where, value) for where, value in marks if value is not None]

@@ -45,8 +45,8 @@ description:
     parent sized by C(minMember); C(podgroup-queue-missing) (warning) no C(spec.queue), which decides for every
     pod that joins (their queue labels are not read, so C(queue-label-missing) does not apply to them);
     C(pod-group-skip) a workload's pod joining by C(pod-group-name) without
-    C(kai.scheduler/skip-podgrouper: \"true\") on the pod or its workload (an ownerless Pod needs none); C(podgroup-members) (warning) a PodGroup whose C(minMember) the checked manifests'
-    pods do not reach."
+    C(kai.scheduler/skip-podgrouper: \"true\") on the pod or an owner (an ownerless Pod needs none);
+    C(podgroup-members) (warning) a PodGroup whose C(minMember) the checked manifests' pods do not reach."
   - "With O(sharing_mode): C(sharing-mode) a share asked of a cluster whose sharing is C(Disabled) (error);
     NvFractions annotations outside C(NvFractions) and a share under C(NonMemoryEnforced), which enforces no
     GPU memory (warnings)."

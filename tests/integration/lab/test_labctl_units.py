@@ -151,6 +151,10 @@ def test_a_claim_without_a_lab_holds_only_while_its_holder_runs(tmp_path):
     assert claim(first, "3", holder=os.getpid()).returncode == 0      # held for us, who still run
     refused = claim(second, "3")
     assert refused.returncode != 0 and str(first.resolve()) in refused.stderr
+    # labctl up's children (labctl build) resolve the instance again: the claim stays with the live holder
+    assert claim(first, "3").returncode == 0
+    assert json.loads((registry / "3.json").read_text())["pid"] == os.getpid()
+    assert claim(second, "3").returncode != 0
 
 
 def test_the_instance_registry_is_outside_every_labs_own_folders():

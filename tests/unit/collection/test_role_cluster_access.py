@@ -3,7 +3,6 @@ context once, as module_defaults on a block around every entry file (tasks/main.
 each file a playbook runs with tasks_from), and no task names the cluster itself. A task
 that did would bypass `<role>_kube_context`; an entry file without the block would reach
 whatever cluster KUBECONFIG names."""
-import re
 from pathlib import Path
 
 import pytest
@@ -37,13 +36,34 @@ def role_files(role):
     return {path: yaml.safe_load(path.read_text()) or [] for path in sorted((ROLES / role / "tasks").glob("*.yml"))}
 
 
+def _includes(node):
+    """Every include_role/import_role argument mapping in a loaded YAML tree."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _includes(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key.split(".")[-1] in ("include_role", "import_role") and isinstance(value, dict):
+                yield value
+            else:
+                yield from _includes(value)
+
+
 def entry_files():
-    """(role, task file) for every role's main.yml and each tasks_from a playbook uses."""
+    """(role, task file) for every role's main.yml and each tasks_from that a playbook, a
+    Molecule scenario, a test playbook or another role enters a role by."""
     entries = {(path.parts[-3], "main.yml") for path in ROLES.glob("*/tasks/main.yml")}
-    for play in list((REPO / "playbooks").glob("*.yml")) + [REPO / "site.yml"]:
-        for match in re.finditer(r"name: smshare\.kai\.(\w+)\s+tasks_from: ([\w.]+)", play.read_text()):
-            name = match.group(2) if match.group(2).endswith(".yml") else match.group(2) + ".yml"
-            entries.add((match.group(1), name))
+    sources = [REPO / "site.yml"] + [p for d in ("playbooks", "molecule", "tests", "roles")
+                                     for p in (REPO / d).glob("**/*.yml")]
+    for path in sources:
+        try:
+            tree = yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            continue
+        for include in _includes(tree):
+            name, tasks_from = str(include.get("name", "")), include.get("tasks_from")
+            if name.startswith("smshare.kai.") and isinstance(tasks_from, str) and "{" not in tasks_from:
+                entries.add((name.rsplit(".", maxsplit=1)[-1], tasks_from if tasks_from.endswith(".yml") else tasks_from + ".yml"))
     return sorted(entries)
 
 
@@ -66,6 +86,7 @@ def test_no_task_names_the_cluster(role):
     assert not named, f"set access in the entry file's module_defaults, not per task: {named}"
 
 
+# cluster_common's files are entered by the cluster roles, under those roles' blocks
 @pytest.mark.parametrize("role,entry", [(r, e) for r, e in entry_files() if r in CLUSTER_ROLES and r != "cluster_common"])
 def test_every_entry_file_sets_the_roles_access_once(role, entry):
     tree = yaml.safe_load((ROLES / role / "tasks" / entry).read_text())

@@ -278,3 +278,29 @@ def test_a_controllers_pod_is_not_asked_for_a_queue_label():
     assert wr.lint([owned], queues=TREE) == []
     del owned["metadata"]["ownerReferences"]
     assert [f.rule for f in wr.lint([owned], queues=TREE)] == ["queue-label-missing"]
+
+
+@pytest.mark.parametrize("where", ["top", "jobTemplate"])
+def test_skip_podgrouper_anywhere_on_a_cronjobs_owner_chain(where):
+    # KAI checks every owner of the pod (shouldSkipAnyOwner): the CronJob, or the Job its jobTemplate makes
+    job = joining_job(skip=None)
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": "gpu-trial"},
+            "spec": {"schedule": "0 1 * * *", "jobTemplate": {"metadata": {}, "spec": job["spec"]}}}
+    holder = cron if where == "top" else cron["spec"]["jobTemplate"]
+    assert [f.rule for f in wr.lint([cron], queues=TREE)] == ["pod-group-skip"]
+    holder["metadata"]["annotations"] = {"kai.scheduler/skip-podgrouper": "true"}
+    assert wr.lint([cron], queues=TREE) == []
+
+
+def test_skip_podgrouper_on_a_jobsets_replicated_job():
+    job = joining_job(skip=None)
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "js", "namespace": "gpu-trial"},
+              "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1,
+                                           "template": {"metadata": {"annotations": {
+                                               "kai.scheduler/skip-podgrouper": "yes"}}, "spec": job["spec"]}}]}}
+    found = wr.lint([jobset], queues=TREE)
+    assert [(f.rule, f.field) for f in found] == [
+        ("pod-group-skip", "spec.replicatedJobs[0].template.metadata.annotations[kai.scheduler/skip-podgrouper]")]
+    jobset["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] = "true"
+    assert wr.lint([jobset], queues=TREE) == []
