@@ -61,6 +61,12 @@ def _holder():
     return pid, _started(pid)
 
 
+def _holder_runs(claim):
+    """Whether the process that made the claim still runs (the same pid and start time)."""
+    pid, started = claim.get("pid"), claim.get("started")
+    return isinstance(pid, int) and started is not None and _started(pid) == started
+
+
 def _live(claim):
     """Whether a claim still holds: its state folder has a lab (up, or up once and not taken
     down), or the process that claimed it for a lab about to come up still runs."""
@@ -69,8 +75,7 @@ def _live(claim):
     state = Path(claim.get("state", "/nonexistent"))
     if (state / "lab.json").is_file():
         return True
-    pid, started = claim.get("pid"), claim.get("started")
-    return state.is_dir() and isinstance(pid, int) and started is not None and _started(pid) == started
+    return state.is_dir() and _holder_runs(claim)
 
 
 def _write(number, state):
@@ -79,8 +84,7 @@ def _write(number, state):
     path = REGISTRY / f"{number}.json"
     tmp = path.with_suffix(".tmp")
     claim = _claim_of(number) or {}
-    if claim.get("state") == str(state) and isinstance(claim.get("pid"), int) \
-            and claim.get("started") is not None and _started(claim["pid"]) == claim["started"]:
+    if claim.get("state") == str(state) and _holder_runs(claim):
         (state / "instance").write_text(f"{number}\n")
         return
     pid, started = _holder()

@@ -307,11 +307,20 @@ def fractional_containers(t):
             target = first.get("name") if isinstance(first, dict) else None
         if target is not None:
             asking.setdefault(target, []).append(FRACTION if FRACTION in ann else GPU_MEMORY)
-    for key in sorted(ann):
+    for key, container in nvfractions_shares(ann):
+        asking.setdefault(container, []).append(key)
+    return asking
+
+
+def nvfractions_shares(annotations):
+    """[(key, container)] of the NvFractions share annotations (nvidia.com/container.<c>.
+    gpu-memory.request/limit, gpu-compute.*), in key order."""
+    found = []
+    for key in sorted(annotations):
         match = CONTAINER_ANNOTATION.fullmatch(key)
         if match and FRACTION_SETTINGS.fullmatch(match.group(2)):
-            asking.setdefault(match.group(1), []).append(key)
-    return asking
+            found.append((key, match.group(1)))
+    return found
 
 
 def is_fractional(t):
@@ -600,11 +609,20 @@ def _check_gang(obj, say):
                        "spec.replicatedJobs[%d].template.spec" % index)
 
 
-def _gang_fits(say, where, wanted, parallelism, completions, spec_path):
+def _at_once(parallelism, completions):
+    """How many of a Job's pods run at once (parallelism, 1 when unset, capped by completions);
+    None when the manifest's values are not whole numbers."""
     parallelism = 1 if parallelism is None else parallelism
-    at_once = parallelism if completions is None else min(parallelism, completions)
-    if not isinstance(at_once, int) or isinstance(at_once, bool):
+    if _count(parallelism) is None or (completions is not None and _count(completions) is None):
+        return None
+    return parallelism if completions is None else min(parallelism, completions)
+
+
+def _gang_fits(say, where, wanted, parallelism, completions, spec_path):
+    at_once = _at_once(parallelism, completions)
+    if at_once is None:
         return
+    parallelism = 1 if parallelism is None else parallelism
     if wanted > at_once:
         why = "%s.parallelism is %d" % (spec_path, parallelism)
         if completions is not None and completions < parallelism:
@@ -638,7 +656,7 @@ def _check_group_sizes(obj, say):
                     "PodGroup and never starts" % (rtype, kind, _names(sorted(specs))))
         for rtype, rspec in sorted(specs.items()):
             replicas = _get(rspec, "replicas")
-            if _whole(replicas) is None or not isinstance(replicas, int):
+            if not _count(replicas):      # unset, 0 or not a whole number
                 say("group-sizes", "spec.%s.%s.replicas" % (key, rtype),
                     "is %s: the podgrouper sums every replica spec's replicas into the gang's size and refuses "
                     "a missing or zero one; set it (or spec.runPolicy.schedulingPolicy.minAvailable)"
@@ -752,19 +770,14 @@ def pods_of(obj):
         replicas = spec.get("replicas", 1)
         return _count(replicas)
     if kind == "Job":
-        parallelism = spec.get("parallelism", 1)
-        completions = spec.get("completions")
-        if _count(parallelism) is None or (completions is not None and _count(completions) is None):
-            return None
-        return parallelism if completions is None else min(parallelism, completions)
+        return _at_once(spec.get("parallelism"), spec.get("completions"))
     return None
 
 
 def _check_sharing_mode(t, mode, say):
     ann = t.annotations
     shared = [key for key in (FRACTION, GPU_MEMORY) if key in ann]
-    nvfractions = [key for key in sorted(ann) if CONTAINER_ANNOTATION.fullmatch(key)
-                   and FRACTION_SETTINGS.fullmatch(CONTAINER_ANNOTATION.fullmatch(key).group(2))]
+    nvfractions = [key for key, _container in nvfractions_shares(ann)]
     if mode == "Disabled" and (shared or nvfractions):
         say("sharing-mode", t.path(".annotations[%s]" % (shared + nvfractions)[0]),
             "asks for a share of a GPU but the cluster's gpuSharingMode is Disabled: KAI gives no shares, so the "

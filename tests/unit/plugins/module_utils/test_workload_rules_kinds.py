@@ -304,3 +304,11 @@ def test_skip_podgrouper_on_a_jobsets_replicated_job():
         ("pod-group-skip", "spec.replicatedJobs[0].template.metadata.annotations[kai.scheduler/skip-podgrouper]")]
     jobset["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] = "true"
     assert wr.lint([jobset], queues=TREE) == []
+
+
+def test_a_job_whose_parallelism_is_not_a_number_is_not_sized():
+    # min("2", 3) raised TypeError before the Job's size had one home (_at_once)
+    job = joining_job(parallelism="2")
+    job["spec"]["completions"] = 3
+    job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "2"
+    assert [f.rule for f in wr.lint([podgroup(minMember=5), job], queues=TREE)] == []
