@@ -1,33 +1,43 @@
 """One site.yml converge for the whole directory (session scope, shared by the
-cluster checks and the smoke test); test_uninstall_on_lab.py runs last here and
-takes KAI off. Whatever still has KAI at the end of the session is uninstalled
-then, so later tests (the pilot refuses a cluster with KAI) find a clean lab."""
+cluster checks, the smoke test and the air-gap proof); test_uninstall_on_lab.py
+runs last here and takes KAI off. Whatever still has KAI at the end of the
+session is uninstalled then, so later tests (the pilot refuses a cluster with
+KAI) find a clean lab.
+
+The converge is an air-gapped site's (airgap_site.py): the download locations
+inventories/airgap sets, pointed at the lab's mirrors, the whole run under
+strace. The later re-runs use the lab's inventory alone, as before: a site
+that sets the mirrors aside again finds nothing to change."""
 import time
 
 import pytest
 
+from airgap_site import AirgapSite
 from cluster_helpers import assert_hosts, take_kai_off
 
 
 class Install:
-    def __init__(self, proc):
+    def __init__(self, proc, airgap):
         self.proc = proc
+        self.airgap = airgap
         self.installed = True
 
 
 @pytest.fixture(scope="session")
-def kai_install(lab):
+def kai_install(lab, tmp_path_factory):
     if not lab.gpu_nodes or not lab.node_tier:
         pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
+    airgap = AirgapSite(lab, tmp_path_factory.mktemp("airgap"))
     started = time.monotonic()
-    proc = lab.playbook("site.yml")
-    print(f"\n[cluster] site.yml converge, smoke play included: {time.monotonic() - started:.0f} s")
+    proc = airgap.converge()
+    print(f"\n[cluster] site.yml converge (air-gapped, under strace), smoke play included: "
+          f"{time.monotonic() - started:.0f} s")
     try:
         assert_hosts(lab, proc, failed=0)
     except AssertionError:
         take_kai_off(lab)   # a failed converge must not fail the later tests too
         raise
-    install = Install(proc)
+    install = Install(proc, airgap)
     yield install
     if install.installed:
         take_kai_off(lab)

@@ -1,0 +1,152 @@
+"""The lab as an air-gapped site, for the directory's one converge (conftest.py).
+
+Every download location is set as inventories/airgap sets it (README.md,
+"Air-gapped sites"), each pointing at a mirror the lab serves: the stand-in
+CUDA repository, the forks' bare git repositories, the lab registry for base
+and builder images, binfmt and the charts' images, a local cuda-keyring .deb.
+
+How "nothing reaches out" is proven: the converge runs under `strace -f`
+tracing connect/sendto/sendmsg, which follows every process the run starts
+(ansible, git, helm, skopeo, podman, and through podman exec the processes
+inside the GPU-node containers: apt, get_url). Every IPv4/IPv6 destination in
+the trace must be the lab's: loopback, the podman network (GPU nodes, stand-in
+apt server), the node tier's pod subnet. Why not a network namespace: the
+lab's API server, registry and stand-in repository listen on this machine's
+loopback and podman gateway, which a fresh namespace cannot reach. Why not a
+recording proxy: only proxy-aware HTTP clients would go through it (not DNS,
+apt inside the nodes, git or skopeo), so it could not show that nothing else
+reached out.
+
+The nodes' own apt sources are the site's business (its distribution mirror):
+the lab's GPU-node image lists deb.debian.org beside the lab's stand-in
+subset, so that entry is set aside while the converge runs (the first trace
+caught apt on the nodes resolving and connecting to deb.debian.org).
+"""
+import ipaddress
+import json
+import re
+import subprocess
+import time
+import urllib.request
+
+BASE_IMAGES = ["golang:1.26.3-bookworm", "nvcr.io/nvidia/distroless/go:v3.2.1"]
+INET = re.compile(r'sin6?_addr=inet_(?:addr\("([^"]+)"\)|pton\(AF_INET6, "([^"]+)"(?:, &sin6_addr)?\))')
+PORT = re.compile(r"sin6?_port=htons\((\d+)\)")
+SET_ASIDE = "#airgap-test# "
+
+
+class AirgapSite:
+    """The mirrors, the overrides inventories/airgap makes, and what the traced converge left."""
+
+    def __init__(self, lab, tmp):
+        self.lab = lab
+        self.tmp = tmp
+        self.nets = lab_nets(lab)
+        self.calls_log = lab.state_dir / "forks" / "docker" / "calls.log"
+        self.calls_before = ""
+        self.calls = ""
+        self.trace = ""
+        keyring = tmp / "cuda-keyring_1.1-1_all.deb"
+        with urllib.request.urlopen(lab.standin_apt_url.rstrip("/") + "/debian12/x86_64/" + keyring.name) as answer:
+            keyring.write_bytes(answer.read())
+        state = lab.state_dir
+        self.overrides = {
+            "nvidia_driver_keyring_deb": str(keyring),
+            "fork_images_base_images": [{"name": name, "mirror": push_base_image(lab, tmp, name)}
+                                        for name in BASE_IMAGES],
+            "fork_images_binfmt_image": lab.registry.address + "/mirror/docker.io/tonistiigi/binfmt:latest",
+            # A lab kept from an earlier session has the images in its registry: build them anyway.
+            "fork_images_force_rebuild": True,
+            # The lab's build environment (inventories/lab) plus a Go proxy on this machine.
+            "fork_images_build_environment": {
+                "REGISTRY_AUTH_FILE": str(state / "fork-images" / "auth.json"),
+                "STANDIN_BUILDAH_ROOT": str(state / "fork-images" / "buildah"),
+                "STANDIN_CERT_DIR": str(lab.registry.cert_dir),
+                "STANDIN_MAKE_RECORD": str(state / "fork-images" / "make-record.jsonl"),
+                "GOPROXY": "http://127.0.0.1:1/goproxy", "GOSUMDB": "off"},
+        }
+
+    def converge(self):
+        """site.yml under strace, the nodes' distribution entry set aside meanwhile."""
+        self.calls_before = self.calls_log.read_text() if self.calls_log.is_file() else ""
+        for node in self.lab.gpu_nodes:
+            on_node(node, "sed", "-i", f"s|^deb http://deb.debian.org|{SET_ASIDE}deb http://deb.debian.org|",
+                    "/etc/apt/sources.list")
+        try:
+            proc, self.trace = traced(self.lab, self.tmp, "site", "site.yml", self.overrides)
+        finally:
+            for node in self.lab.gpu_nodes:
+                on_node(node, "sed", "-i", f"s|^{SET_ASIDE}||", "/etc/apt/sources.list")
+        self.calls = (self.calls_log.read_text() if self.calls_log.is_file() else "")[len(self.calls_before):]
+        return proc
+
+
+def lab_nets(lab):
+    nets = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"),
+            ipaddress.ip_network("0.0.0.0/32")]
+    podman = json.loads(subprocess.run(["podman", "network", "inspect", "podman"], capture_output=True,
+                                       text=True, check=True).stdout)[0]
+    nets += [ipaddress.ip_network(s["subnet"]) for s in podman.get("subnets") or []]
+    instance = int(lab.env["SMSHARE_LAB_INSTANCE"])   # the number this lab claimed (.lab-instance may say auto)
+    nets.append(ipaddress.ip_network("10.244.%d.0/24" % instance))
+    return nets
+
+
+def destinations(trace_text):
+    """(address, port) of every IPv4/IPv6 connect/sendto/sendmsg in an strace -f log."""
+    found = []
+    for line in trace_text.splitlines():
+        match = INET.search(line)
+        if not match:
+            continue
+        address = match.group(1) or match.group(2)
+        port = PORT.search(line)
+        found.append((address, int(port.group(1)) if port else 0))
+    return found
+
+
+def outside(found, nets):
+    bad = []
+    for address, port in found:
+        ip = ipaddress.ip_address(address)
+        if getattr(ip, "ipv4_mapped", None):
+            ip = ip.ipv4_mapped
+        if not any(ip in net for net in nets if net.version == ip.version):
+            bad.append((address, port))
+    return sorted(set(bad))
+
+
+def traced(lab, tmp_path, name, playbook, extra_vars):
+    trace = tmp_path / (name + ".trace")
+    argv = ["strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg", "-e", "signal=none",
+            "-o", str(trace), "ansible-playbook", playbook]
+    for inventory in lab.inventory:
+        argv += ["-i", inventory]
+    vars_file = tmp_path / (name + ".vars.json")
+    vars_file.write_text(json.dumps(extra_vars))
+    argv += ["-e", "@" + str(vars_file)]
+    started = time.monotonic()
+    proc = subprocess.run(argv, env=lab.env, cwd=lab.root, capture_output=True, text=True, check=False)
+    print(f"\n[airgap] {name}: {time.monotonic() - started:.0f} s under strace")
+    return proc, trace.read_text()
+
+
+def push_base_image(lab, tmp_path, target):
+    """An image in the lab registry standing in for a mirror's copy of a public base image."""
+    store = ["buildah", "--root", str(tmp_path / "buildah"), "--runroot", str(tmp_path / "buildah-run"),
+             "--storage-driver", "vfs"]
+    ctr = subprocess.run(store + ["from", "scratch"], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(store + ["config", "--label", "smshare.airgap.mirror-of=" + target, ctr], check=True)
+    subprocess.run(store + ["commit", "-q", ctr, "localhost/airgap-base:1"], capture_output=True, check=True)
+    reg = lab.registry
+    ref = "%s/mirror/%s" % (reg.address, target if "/" in target.split(":")[0] else "docker.io/library/" + target)
+    subprocess.run(store + ["push", "--cert-dir", str(reg.cert_dir), "--creds", f"{reg.username}:{reg.password}",
+                            "localhost/airgap-base:1", "docker://" + ref], capture_output=True, check=True)
+    subprocess.run(store + ["rm", ctr], capture_output=True, check=False)
+    return ref
+
+
+def on_node(node, *argv):
+    proc = subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
