@@ -11,7 +11,8 @@ Every finding names the object, the field (a path such as
 spec.template.metadata.annotations[gpu-fraction]), the rule and what to do.
 The kinds are those KAI's podgrouper groups (pkg/podgrouper/podgrouper/hub/hub.go
 in kai-scheduler/KAI-Scheduler) that carry pod templates: the core workloads,
-JobSet, the Kubeflow training jobs, RayCluster and RayJob, plus PodGroup and the
+JobSet, the Kubeflow training jobs, RayCluster, RayJob and RayService,
+LeaderWorkerSet, plus PodGroup and the
 pods that join one by pod-group-name. lint() sees every object of a run at
 once (a PodGroup and the pods that join it may sit in different files).
 Rules and their sources: the KAI docs (gpu-sharing, batch, queues) and KAI's
@@ -149,7 +150,12 @@ KUBEFLOW = {
 }
 # Ray: kind -> the path of its cluster spec (a RayJob's podgrouper reads the RayCluster it makes from
 # spec.rayClusterSpec; plugins/ray).
-RAY = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec")}
+# A RayService's cluster is spec.rayClusterConfig (its podgrouper reads the RayCluster named in its status).
+RAY = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig")}
+# LeaderWorkerSet (plugins/leaderworkerset): a leader and a worker template per group; its startupPolicy
+# is one of these two, anything else the podgrouper refuses.
+LWS_TEMPLATES = ("leaderTemplate", "workerTemplate")
+LWS_STARTUP_POLICIES = ("LeaderCreated", "LeaderReady")
 SHARING_MODES = ("Disabled", "NonMemoryEnforced", "HamiCore", "NvFractions")
 
 
@@ -252,6 +258,9 @@ def templates(obj):
         key = KUBEFLOW[kind][0]
         for rtype, rspec in sorted(_map(_get(obj, "spec", key)).items()):
             found.append((_get(rspec, "template"), "spec.%s.%s.template" % (key, rtype)))
+    elif kind == "LeaderWorkerSet":
+        for key in LWS_TEMPLATES:
+            found.append((_get(obj, "spec", "leaderWorkerTemplate", key), "spec.leaderWorkerTemplate." + key))
     elif kind in RAY:
         base = ".".join(RAY[kind])
         cluster = _map(_get(obj, *RAY[kind]))
@@ -583,11 +592,12 @@ def _check_gang(obj, say):
         elif kind == "Job":
             _gang_fits(say, where, wanted, _get(obj, "spec", "parallelism"), _get(obj, "spec", "completions"),
                        "spec")
-        elif kind in KUBEFLOW or kind in RAY:
+        elif kind in KUBEFLOW or kind in RAY or kind == "LeaderWorkerSet":
             say("min-member-ignored", where,
                 "is not read by the %s podgrouper, which sizes the gang from %s: set that instead"
                 % (kind, "spec.runPolicy.schedulingPolicy.minAvailable (else the sum of the replica specs' "
-                   "replicas)" if kind in KUBEFLOW else "the worker groups' replicas and minReplicas"))
+                   "replicas)" if kind in KUBEFLOW else "the worker groups' replicas and minReplicas"
+                   if kind in RAY else "spec.replicas (and, with startupPolicy LeaderReady, the group size)"))
         elif kind == "JobSet":
             jobs = _get(obj, "spec", "replicatedJobs") or []
             if wanted > len(jobs):
@@ -661,6 +671,12 @@ def _check_group_sizes(obj, say):
                     "is %s: the podgrouper sums every replica spec's replicas into the gang's size and refuses "
                     "a missing or zero one; set it (or spec.runPolicy.schedulingPolicy.minAvailable)"
                     % ("unset" if replicas is None else repr(replicas)))
+    elif kind == "LeaderWorkerSet":
+        policy = _get(obj, "spec", "startupPolicy")
+        if policy is not None and policy not in LWS_STARTUP_POLICIES:
+            say("group-sizes", "spec.startupPolicy",
+                "is %r: the podgrouper knows only %s and refuses the set, so no pod starts"
+                % (policy, " and ".join(LWS_STARTUP_POLICIES)))
     elif kind in RAY:
         base = ".".join(RAY[kind])
         for index, group in enumerate(_map(_get(obj, *RAY[kind])).get("workerGroupSpecs") or []):

@@ -13,7 +13,8 @@ short_description: Check Kubernetes manifests against KAI Scheduler's fractional
 version_added: 0.1.0
 description:
   - "Checks pods and workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, JobSet, the Kubeflow
-    training jobs PyTorchJob, TFJob, XGBoostJob, JAXJob and MPIJob, RayCluster and RayJob, PodGroup and
+    training jobs PyTorchJob, TFJob, XGBoostJob, JAXJob and MPIJob, RayCluster, RayJob and RayService,
+    LeaderWorkerSet, PodGroup and
     C(kind: List)) from files, directories, inline objects or the live cluster, and reports one finding per
     violation with the object, the field and what to do. All sources of one run are checked together, so a
     PodGroup and the pods that join it may come from different files. A Pod with C(status) or C(metadata.uid)
@@ -271,6 +272,8 @@ LIVE_KINDS = (   # (apiVersion, kind, required); a kind is read from the first v
     ("kubeflow.org/v1", "MPIJob", False),
     ("ray.io/v1", "RayJob", False),
     ("ray.io/v1", "RayCluster", False),
+    ("ray.io/v1", "RayService", False),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", False),
     ("scheduling.run.ai/v2alpha2", "PodGroup", False),
 )
 

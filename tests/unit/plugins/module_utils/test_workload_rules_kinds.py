@@ -312,3 +312,58 @@ def test_a_job_whose_parallelism_is_not_a_number_is_not_sized():
     job["spec"]["completions"] = 3
     job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "2"
     assert [f.rule for f in wr.lint([podgroup(minMember=5), job], queues=TREE)] == []
+
+
+# ---------------------------------------------------------------- RayService and LeaderWorkerSet
+def rayservice(worker=None, min_replicas=1, replicas=2):
+    """A KubeRay RayService: its cluster spec under spec.rayClusterConfig (KAI's plugins/ray/
+    rayservice_grouper.go groups its pods by the RayCluster its status names)."""
+    cluster = raycluster(worker=worker, min_replicas=min_replicas, replicas=replicas)
+    return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": cluster["metadata"],
+            "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": cluster["spec"]}}
+
+
+def leaderworkerset(leader=None, worker=None, policy=None, top_annotations=None):
+    """A LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): groups of one leader and size-1 workers, the queue
+    label on the set (KAI's plugins/leaderworkerset/lws_grouper.go: the gang is spec.replicas groups)."""
+    spec = {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": worker or template()}}
+    if leader is not None:
+        spec["leaderWorkerTemplate"]["leaderTemplate"] = leader
+    if policy is not None:
+        spec["startupPolicy"] = policy
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "vllm", "namespace": "gpu-trial", "labels": {"kai.scheduler/queue": "ml-team"},
+                         "annotations": dict(top_annotations or {})},
+            "spec": spec}
+
+
+@pytest.mark.parametrize("obj", [rayservice(), leaderworkerset(), leaderworkerset(leader=template(gpus=0),
+                                                                                  policy="LeaderReady")],
+                         ids=["rayservice", "lws", "lws-leader-ready"])
+def test_rayservice_and_leaderworkerset_shapes_pass(obj):
+    assert rules([obj]) == []
+
+
+def test_a_rayservice_worker_is_checked_and_sized():
+    found = rules([rayservice(worker=template(annotations={"gpu-fraction": "0.5"}, gpus=1), min_replicas=3)])
+    base = "spec.rayClusterConfig.workerGroupSpecs[0]"
+    assert ("fraction-with-whole-gpu", "error",
+            base + ".template.spec.containers[0].resources.limits[nvidia.com/gpu]") in found
+    assert ("group-sizes", "error", base + ".minReplicas") in found
+
+
+def test_both_leaderworkerset_templates_are_checked():
+    found = rules([leaderworkerset(leader=template(scheduler=None), worker=template(annotations={"gpu-fraction": "2"}))])
+    assert ("scheduler-name", "error", "spec.leaderWorkerTemplate.leaderTemplate.spec.schedulerName") in found
+    assert ("gpu-fraction-range", "error",
+            "spec.leaderWorkerTemplate.workerTemplate.metadata.annotations[gpu-fraction]") in found
+
+
+def test_a_leaderworkerset_startup_policy_the_podgrouper_does_not_know():
+    assert rules([leaderworkerset(policy="LeaderFirst")]) == [("group-sizes", "error", "spec.startupPolicy")]
+
+
+def test_batch_min_member_on_a_leaderworkerset_is_ignored_by_its_podgrouper():
+    found = wr.lint([leaderworkerset(top_annotations={"kai.scheduler/batch-min-member": "3"})], queues=TREE)
+    assert [(f.rule, f.severity) for f in found] == [("min-member-ignored", "warning")]
+    assert "spec.replicas" in found[0].message
