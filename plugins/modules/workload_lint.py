@@ -75,22 +75,22 @@ options:
     description: Largest file read; a larger one is a C(not-read) finding.
     type: int
     default: 10485760
-    version_added: 0.2.0
+    version_added: 0.1.0
   max_total_bytes:
     description: Most bytes read from O(paths) in one run; files past it are C(not-read) findings.
     type: int
     default: 268435456
-    version_added: 0.2.0
+    version_added: 0.1.0
   max_objects:
     description: Most objects checked from O(paths) in one run (after C(kind) List is flattened).
     type: int
     default: 50000
-    version_added: 0.2.0
+    version_added: 0.1.0
   max_list_depth:
     description: Deepest C(kind) List nesting followed.
     type: int
     default: 16
-    version_added: 0.2.0
+    version_added: 0.1.0
   objects:
     description: Kubernetes objects to check, as data.
     type: list
@@ -121,7 +121,7 @@ options:
         C(smshare_gpu_sharing_mode)), for the rule C(sharing-mode). Unset, that rule is skipped.
     type: str
     choices: [Disabled, NonMemoryEnforced, HamiCore, NvFractions]
-    version_added: 0.2.0
+    version_added: 0.1.0
   fail_on:
     description:
       - V(error) fails when any error is found, V(warning) when any finding is, V(never) only reports.
