@@ -17,6 +17,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_holders
+
 # The GPU Operator's upgrade states (its label nvidia.com/gpu-driver-upgrade-state),
 # in the order a node goes through them.
 STATES = ["upgrade-required", "cordon-required", "wait-for-jobs-required", "pod-deletion-required",
@@ -170,6 +172,14 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
             "unavailable": at_start, "nodes": plan_nodes, "skipped": skipped}
 
 
+def gpu_holding_pods(pods, node_name):
+    """The pods bound to node_name that still hold a GPU (module_utils/gpu_holders.py)."""
+    if not isinstance(pods, list):
+        raise AnsibleFilterError("gpu_holding_pods: expects a list of Pod objects, got %s" % type(pods).__name__)
+    return gpu_holders.holding_pods(pods, node_name)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node}
+        return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
+                "gpu_holding_pods": gpu_holding_pods}

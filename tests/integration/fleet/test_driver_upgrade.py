@@ -4,14 +4,16 @@ Five GPU-node containers, each a Kubernetes Node: four on branch 580 (one of
 them cordoned by someone before), one already on 615. Simulated training pods
 hold GPUs, the fractioning DaemonSets run everywhere, a job runs on one node.
 The rollout to 615 goes in batches of 2 with at most 2 nodes unavailable:
-first with 615.71.09 published broken (the rollout stops, the batch stays
-cordoned and labelled upgrade-failed), then fixed and killed mid-rollout,
+first with 615.71.09 published broken and a process holding a GPU open on
+the batch's other node (the rollout stops, the batch stays cordoned and
+labelled upgrade-failed, the holder named), then fixed and killed mid-rollout,
 then run again to the end, then once more (nothing to do). A watcher thread
 records every Node change throughout; the assertions read it, not the logs.
 """
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -157,7 +159,24 @@ def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
     assert node_marks(lab, fleet["nodes"]) == before
 
 
-def test_a_broken_package_stops_the_rollout_with_the_batch_cordoned_and_failed(fleet):
+HOLDER_PID = "/run/smshare-test-gpu-holder.pid"
+
+
+def hold_a_gpu(node):
+    """A process on the node keeping a GPU device open (the device node a stand-in for the driver's)."""
+    subprocess.run(["podman", "exec", node, "sh", "-c", "test -e /dev/nvidia0 || : > /dev/nvidia0"], check=True)
+    subprocess.run(["podman", "exec", "-d", node, "sh", "-c",
+                    f"exec 3</dev/nvidia0; echo $$ > {HOLDER_PID}; exec sleep 3600"], check=True)
+    wait_until(lambda: subprocess.run(["podman", "exec", node, "test", "-s", HOLDER_PID]).returncode == 0,
+               10, "the holder to start")
+
+
+def let_go_of_the_gpu(node):
+    subprocess.run(["podman", "exec", node, "sh", "-c", f'kill "$(cat {HOLDER_PID})"; rm -f {HOLDER_PID} /dev/nvidia0'],
+                   check=False)
+
+
+def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordoned_and_failed(fleet):
     lab, watcher = fleet["lab"], fleet["watcher"]
     first, second = fleet["cordoned"], fleet["old"][0]     # the plan's first batch
     later = [n for n in fleet["old"] if n not in (first, second)]
@@ -165,8 +184,13 @@ def test_a_broken_package_stops_the_rollout_with_the_batch_cordoned_and_failed(f
     lab.kubectl("apply", "-f", "-", input_text=json.dumps(finetune_job(NAMESPACE, second, 75)))
     wait_until(lambda: running(lab, "smshare.kai/job=finetune"), 60, "the job to run")
     subprocess.run(fleet["repo"] + ["break", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
+    # On the other node of the batch a process keeps a GPU open: its driver must stay as it is.
+    hold_a_gpu(first)
     start = time.time()
-    proc = fleet["playbook"]()
+    try:
+        proc = fleet["playbook"](extra={"driver_upgrade_holders_timeout": 4})
+    finally:
+        let_go_of_the_gpu(first)
     fleet["marks"]["broken"] = time.time()
     assert proc.returncode != 0, describe(proc)
     assert "Bad return status for module build" in proc.stdout, describe(proc)
@@ -175,9 +199,15 @@ def test_a_broken_package_stops_the_rollout_with_the_batch_cordoned_and_failed(f
         assert watcher.current[name]["state"] == "upgrade-failed"
         assert watcher.current[name]["unschedulable"]
         assert watcher.current[name]["driver"].startswith("580."), "the old driver stays loaded"
-        assert rows[name]["state"] == "upgrade-failed" and "Install" in rows[name]["note"]
-        note = json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["annotations"]
-        assert "nvidia-dkms-615-open" in note["smshare.kai/driver-upgrade-failure"]
+        assert rows[name]["state"] == "upgrade-failed"
+    notes = {name: json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["annotations"]
+             ["smshare.kai/driver-upgrade-failure"] for name in (first, second)}
+    assert "Install" in rows[second]["note"] and "nvidia-dkms-615-open" in notes[second]
+    # The holder is named, with why and what to do; the node never reached its install.
+    assert re.search(r"pid [0-9]+ \(sleep\) has /dev/nvidia0 open: stop it", notes[first]), notes[first]
+    assert "driver_upgrade_holders_timeout (4 s)" in notes[first]
+    assert "pod-restart-required" in watcher.states_of(first, start)
+    assert watcher.current[first]["boot"] == fleet["boots"][first], "the holder's node was not rebooted"
     for name in later:   # the rollout stopped: the next batches never began
         assert watcher.states_of(name, start) == [] and not watcher.current[name]["unschedulable"]
         assert rows[name]["state"] == "not started"

@@ -1,0 +1,110 @@
+"""module_utils/gpu_holders.py: which pods and processes still hold a node's GPUs."""
+import os
+
+import pytest
+
+from ansible_collections.smshare.kai.plugins.filter import driver_upgrade as filters
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_holders as gh
+
+NODE = "gpu-01"
+UID = "0f2c6e1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
+
+
+def pod(name, namespace="team-a", node=NODE, phase="Running", gpus=None, annotations=None, owner=True, **meta):
+    container = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": gpus}} if gpus is not None else {}}
+    metadata = dict({"name": name, "namespace": namespace, "uid": "uid-" + name,
+                     "annotations": annotations or {}}, **meta)
+    if owner:
+        metadata["ownerReferences"] = [{"kind": "ReplicaSet", "name": name + "-rs"}]
+    return {"metadata": metadata, "spec": {"nodeName": node, "containers": [container]}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("the_pod, why", [
+    (pod("whole", gpus="1"), "requests nvidia.com/gpu"),
+    (pod("half", annotations={"gpu-fraction": "0.5"}), "annotated gpu-fraction"),
+    (pod("mem", annotations={"gpu-memory": "4096"}), "annotated gpu-memory"),
+    (pod("bound", annotations={"nvidia.com/container.main.gpus.devices": "GPU-1"}),
+     "bound to a GPU by the binder (gpus.devices)"),
+    (pod("gpu-reservation-gpu-01-x7k2p", namespace="kai-resource-reservation", gpus="1", owner=False,
+         annotations={"karpenter.sh/do-not-disrupt": "true"}),
+     "KAI reservation pod, requests nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt"),
+])
+def test_every_way_a_pod_holds_a_gpu_is_named(the_pod, why):
+    rows = gh.holding_pods([the_pod], NODE)
+    assert [r["why"] for r in rows] == [why]
+    assert rows[0]["name"] == the_pod["metadata"]["name"] and rows[0]["kind"] == "pod"
+
+
+@pytest.mark.parametrize("the_pod", [
+    pod("cpu-only"),
+    pod("zero", gpus="0"),
+    pod("elsewhere", gpus="1", node="gpu-02"),
+    pod("done", gpus="1", phase="Succeeded"),
+    pod("failed", annotations={"gpu-fraction": "0.5"}, phase="Failed"),
+    pod("empty-devices", annotations={"nvidia.com/container.main.gpus.devices": ""}),
+])
+def test_pods_that_hold_no_gpu_here_are_left_out(the_pod):
+    assert gh.holding_pods([the_pod], NODE) == []
+
+
+def test_the_action_fits_the_pod():
+    rows = {r["name"]: r["action"] for r in gh.holding_pods([
+        pod("gpu-reservation-gpu-01-a", namespace="kai-resource-reservation", gpus="1", owner=False),
+        pod("bare", annotations={"gpu-fraction": "0.5"}, owner=False),
+        pod("owned", gpus="1"),
+        pod("leaving", gpus="1", deletionTimestamp="2026-12-03T10:00:00Z"),
+    ], NODE)}
+    assert "binder re-creates it" in rows["gpu-reservation-gpu-01-a"]
+    assert "driver_upgrade_drain_force" in rows["bare"] and "kubectl delete pod -n team-a bare" in rows["bare"]
+    assert "PodDisruptionBudget" in rows["owned"]
+    assert "terminating" in rows["leaving"]
+
+
+def test_an_init_container_request_counts():
+    the_pod = pod("init")
+    the_pod["spec"]["initContainers"] = [{"name": "warm", "resources": {"requests": {"nvidia.com/gpu": 1}}}]
+    assert gh.holding_pods([the_pod], NODE)[0]["why"] == "requests nvidia.com/gpu"
+
+
+def fake_proc(root, pid, comm, targets, cgroup="0::/init.scope\n"):
+    base = root / str(pid)
+    (base / "fd").mkdir(parents=True)
+    (base / "comm").write_text(comm + "\n")
+    (base / "cmdline").write_bytes(comm.encode() + b"\0--flag\0")
+    (base / "cgroup").write_text(cgroup)
+    for number, target in enumerate(targets):
+        os.symlink(target, base / "fd" / str(number))
+
+
+def test_processes_with_an_nvidia_device_open_are_found_with_their_pod(tmp_path):
+    fake_proc(tmp_path, 101, "nvidia-persiste", ["/dev/nvidiactl", "/dev/nvidia0"])
+    fake_proc(tmp_path, 202, "python3", ["/dev/null", "/dev/nvidia0", "/dev/nvidia-uvm", "socket:[1234]"],
+              cgroup="0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/cri-x\n"
+              % UID.replace("-", "_"))
+    fake_proc(tmp_path, 303, "bash", ["/dev/pts/0"])
+    (tmp_path / "self").mkdir()   # not a PID: ignored
+    found, unreadable = gh.open_devices(str(tmp_path))
+    assert unreadable == 0
+    assert [(p["pid"], p["comm"], p["devices"]) for p in found] == [
+        (101, "nvidia-persiste", ["/dev/nvidia0", "/dev/nvidiactl"]),
+        (202, "python3", ["/dev/nvidia-uvm", "/dev/nvidia0"])]
+    assert found[1]["pod_uid"] == UID and found[1]["cmdline"] == "python3 --flag"
+    named = pod("trainer", uid=UID)
+    rows = gh.holding_processes(found, {"nvidia-persiste"}, [named])
+    assert [r["name"] for r in rows] == ["pid 202 (python3)"]
+    assert "in team-a/trainer" in rows[0]["why"] and "driver_upgrade_holders_allowed_processes" in rows[0]["action"]
+
+
+def test_a_process_whose_files_cannot_be_read_is_counted(tmp_path):
+    (tmp_path / "404").mkdir()   # no fd folder: as a process of another user reads without root
+    assert gh.open_devices(str(tmp_path)) == ([], 1)
+
+
+def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
+    fake_proc(tmp_path, 7, "worker", ["/dev/nvidia1"], cgroup="12:devices:/kubepods/pod%s/abc\n" % UID)
+    rows = gh.holding_processes(gh.open_devices(str(tmp_path))[0], set())
+    assert rows[0]["why"] == "has /dev/nvidia1 open in pod uid " + UID
+
+
+def test_the_filter_reads_k8s_info_results():
+    assert [r["name"] for r in filters.gpu_holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
