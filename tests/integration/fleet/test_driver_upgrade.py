@@ -167,7 +167,7 @@ def hold_a_gpu(node):
     subprocess.run(["podman", "exec", node, "sh", "-c", "test -e /dev/nvidia0 || : > /dev/nvidia0"], check=True)
     subprocess.run(["podman", "exec", "-d", node, "sh", "-c",
                     f"exec 3</dev/nvidia0; echo $$ > {HOLDER_PID}; exec sleep 3600"], check=True)
-    wait_until(lambda: subprocess.run(["podman", "exec", node, "test", "-s", HOLDER_PID]).returncode == 0,
+    wait_until(lambda: subprocess.run(["podman", "exec", node, "test", "-s", HOLDER_PID], check=False).returncode == 0,
                10, "the holder to start")
 
 
