@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import re
 
@@ -26,20 +27,36 @@ RESERVATION_NAMESPACE = "kai-resource-reservation"
 FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 DEVICES_ANNOTATION = re.compile(r"^nvidia\.com/container\.[^/]+\.gpus\.devices$")
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+MIRROR = "kubernetes.io/config.mirror"
+GPU_RESOURCE_NAME = re.compile(r"^nvidia\.com/(gpu|gpu\..+|mig-.+)$")
 DEVICE = re.compile(r"^/dev/nvidia")
 POD_CGROUP = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
 DONE_PHASES = ("Succeeded", "Failed")
 
 
-def _requests_gpu(pod):
-    spec = pod.get("spec") or {}
-    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        resources = container.get("resources") or {}
-        for part in ("limits", "requests"):
-            amount = str((resources.get(part) or {}).get(GPU_RESOURCE, "0")).strip()
-            if amount not in ("", "0"):
+def _gpu_resource(name):
+    """nvidia.com/gpu, a MIG slice (nvidia.com/mig-1g.10gb) or a renamed shared GPU (nvidia.com/gpu.shared)."""
+    return GPU_RESOURCE_NAME.match(str(name)) is not None
+
+
+def _asks_for_gpu(container):
+    resources = container.get("resources") or {}
+    for part in ("limits", "requests"):
+        for name, amount in (resources.get(part) or {}).items():
+            if _gpu_resource(name) and str(amount).strip() not in ("", "0"):
                 return True
     return False
+
+
+def _requests_gpu(pod):
+    spec = pod.get("spec") or {}
+    if any(_asks_for_gpu(c) for c in spec.get("containers") or []):
+        return True
+    # An init container holds its GPU only while it runs (or, a sidecar, for good).
+    done = set(s.get("name") for s in (pod.get("status") or {}).get("initContainerStatuses") or []
+               if (s.get("state") or {}).get("terminated"))
+    return any(_asks_for_gpu(c) for c in spec.get("initContainers") or []
+               if c.get("restartPolicy") == "Always" or c.get("name") not in done)
 
 
 def pod_gpu_reasons(pod):
@@ -60,15 +77,22 @@ def pod_gpu_reasons(pod):
 def _pod_action(pod, reasons):
     meta = pod.get("metadata") or {}
     ref = "-n %s %s" % (meta.get("namespace", ""), meta.get("name", ""))
+    owners = [o.get("kind") for o in meta.get("ownerReferences") or []]
     if meta.get("deletionTimestamp"):
         return ("terminating: wait for its grace period, or kubectl delete pod %s --grace-period=0 --force "
                 "once its work is saved" % ref)
     if "KAI reservation pod" in reasons:
         return "the binder re-creates it where a fraction needs it: kubectl delete pod %s" % ref
-    if not meta.get("ownerReferences"):
+    if MIRROR in (meta.get("annotations") or {}):
+        return "a static pod: remove its manifest from the kubelet's staticPodPath on the node"
+    if "DaemonSet" in owners:
+        return ("the drain leaves DaemonSet pods: keep the DaemonSet off nodes being upgraded (a nodeAffinity on "
+                "the upgrade-state label) or delete the pod (kubectl delete pod %s)" % ref)
+    if not owners:
         return ("a bare pod: the drain cannot evict it without driver_upgrade_drain_force; wait for it to finish "
                 "or delete it (kubectl delete pod %s)" % ref)
-    return "evicted but still running: check its PodDisruptionBudget and grace period (kubectl describe pod %s)" % ref
+    return ("not evicted (outside driver_upgrade_drain_pod_selectors, or driver_upgrade_drain is false): "
+            "evict or delete it (kubectl delete pod %s)" % ref)
 
 
 def holding_pods(pods, node_name):
@@ -112,8 +136,8 @@ def open_devices(proc_root="/proc"):
         fd_dir = os.path.join(proc_root, entry, "fd")
         try:
             fds = os.listdir(fd_dir)
-        except OSError:   # gone meanwhile, or not ours to read (not root)
-            unreadable += int(os.path.isdir(os.path.join(proc_root, entry)))
+        except OSError as exc:   # gone meanwhile (not counted), or not ours to read (not root)
+            unreadable += int(exc.errno in (errno.EACCES, errno.EPERM))
             continue
         devices = set()
         for fd in fds:
@@ -125,8 +149,11 @@ def open_devices(proc_root="/proc"):
                 devices.add(target)
         if not devices:
             continue
+        comm = _read(os.path.join(proc_root, entry, "comm")).strip()
+        if not comm:   # exited while it was read: it holds nothing now
+            continue
         pod = POD_CGROUP.search(_read(os.path.join(proc_root, entry, "cgroup")))
-        found.append({"pid": int(entry), "comm": _read(os.path.join(proc_root, entry, "comm")).strip(),
+        found.append({"pid": int(entry), "comm": comm,
                       "cmdline": _read(os.path.join(proc_root, entry, "cmdline")).replace("\0", " ").strip(),
                       "devices": sorted(devices), "pod_uid": pod.group(1).replace("_", "-") if pod else ""})
     return sorted(found, key=lambda p: p["pid"]), unreadable
@@ -148,8 +175,9 @@ def holding_processes(processes, allowed, pods=None):
             where = "pod uid " + process["pod_uid"]
         row = {"kind": "process", "namespace": "", "name": "pid %d (%s)" % (process["pid"], process["comm"]),
                "why": "has %s open%s" % (", ".join(process["devices"]), " in " + where if where else ""),
-               "action": ("stop it (its pod, service or job) before the driver changes; if it belongs to the "
-                          "driver stack, add %r to driver_upgrade_holders_allowed_processes" % process["comm"])}
+               "action": ("delete its pod, or let it finish" if process.get("pod_uid") else
+                          "stop it (its service or job) before the driver changes; if it belongs to the driver "
+                          "stack, add %r to driver_upgrade_holders_allowed_processes" % process["comm"])}
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows

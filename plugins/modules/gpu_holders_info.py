@@ -86,7 +86,9 @@ processes:
       description: Whether its command is in O(allowed_processes).
       type: bool
 holders:
-  description: The processes not allowed, as rows of kind, name, why and action.
+  description: >-
+    The processes not allowed, as rows of kind (process), namespace (empty), name, why, action and text
+    (the row as one line).
   returned: success
   type: list
   elements: dict

@@ -70,6 +70,7 @@ class AirgapSite:
         """site.yml under strace, the nodes' distribution entry set aside meanwhile."""
         self.calls_before = self.calls_log.read_text() if self.calls_log.is_file() else ""
         for node in self.lab.gpu_nodes:
+            on_node(node, "dpkg", "--purge", "cuda-keyring")   # a kept lab's: installed again from the .deb
             on_node(node, "sed", "-i", f"s|^deb http://deb.debian.org|{SET_ASIDE}deb http://deb.debian.org|",
                     "/etc/apt/sources.list")
         try:

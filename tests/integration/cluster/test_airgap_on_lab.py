@@ -9,13 +9,15 @@ from the mirror, never by their public names.
 On a fresh lab (the test command's) that converge does everything from bare:
 clones, keyring, apt, image builds and pushes, charts, helm, the smoke test's
 images. On a lab kept from an earlier session it still builds the images
-(`fork_images_force_rebuild`), so the build's pulls are always in the trace.
+(`fork_images_force_rebuild`) and installs the keyring again (purged first),
+so those are always in the trace; the fork clones and chart copies are then
+the earlier session's.
 """
 import subprocess
 
 import pytest
 
-from airgap_site import destinations, outside
+from airgap_site import destinations, lab_nets, outside
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -55,5 +57,19 @@ def test_the_images_build_pulls_its_base_images_from_the_mirror(lab, airgap):
         assert f"pull {item['mirror']}" in airgap.calls, airgap.calls
         assert f"tag {item['mirror']} {item['name']}" in airgap.calls, airgap.calls
     assert [line for line in pulls if "/mirror/" not in line] == [], pulls
-    manifest = lab.state_dir / "fork_images_manifest.json"
-    assert manifest.is_file()
+    # Again: every name already holds its mirror's image, so nothing is pulled anew or tagged.
+    proc = lab.playbook("tests/integration/cluster/playbooks/airgap_base_images.yml", extra_vars={
+        k: v for k, v in airgap.overrides.items() if k != "fork_images_force_rebuild"})
+    assert proc.returncode == 0, describe(proc)
+    assert recap(proc.stdout)["changed"] == 0, describe(proc)
+
+
+def test_the_trace_check_can_fail(lab, tmp_path):
+    """An attempt to reach an outside address (TEST-NET-1, from inside a GPU node) is named: strace
+    follows podman exec into the node, and the check does fail."""
+    trace = tmp_path / "probe.trace"
+    probe = "import socket\ntry:\n socket.create_connection(('192.0.2.1', 443), timeout=1)\nexcept OSError:\n pass\n"
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
+                    "podman", "exec", lab.gpu_nodes[0], "python3", "-c", probe],
+                   capture_output=True, text=True, check=False)
+    assert outside(destinations(trace.read_text()), lab_nets(lab)) == [("192.0.2.1", 443)], trace.read_text()

@@ -160,20 +160,25 @@ def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
 
 
 HOLDER_PID = "/run/smshare-test-gpu-holder.pid"
+HOLDER_DEVICE = "/run/smshare-test-gpu-holder.made-device"
 
 
 def hold_a_gpu(node):
     """A process on the node keeping a GPU device open (the device node a stand-in for the driver's)."""
-    subprocess.run(["podman", "exec", node, "sh", "-c", "test -e /dev/nvidia0 || : > /dev/nvidia0"], check=True)
+    subprocess.run(["podman", "exec", node, "sh", "-c",
+                    f"rm -f {HOLDER_PID}; test -e /dev/nvidia0 || {{ : > /dev/nvidia0; : > {HOLDER_DEVICE}; }}"],
+                   check=True)
     subprocess.run(["podman", "exec", "-d", node, "sh", "-c",
                     f"exec 3</dev/nvidia0; echo $$ > {HOLDER_PID}; exec sleep 3600"], check=True)
-    wait_until(lambda: subprocess.run(["podman", "exec", node, "test", "-s", HOLDER_PID], check=False).returncode == 0,
-               10, "the holder to start")
+    wait_until(lambda: subprocess.run(["podman", "exec", node, "sh", "-c",
+                                       f'readlink /proc/"$(cat {HOLDER_PID})"/fd/3 | grep -qx /dev/nvidia0'],
+                                      check=False).returncode == 0, 10, "the holder to start")
 
 
 def let_go_of_the_gpu(node):
-    subprocess.run(["podman", "exec", node, "sh", "-c", f'kill "$(cat {HOLDER_PID})"; rm -f {HOLDER_PID} /dev/nvidia0'],
-                   check=False)
+    subprocess.run(["podman", "exec", node, "sh", "-c",
+                    f'kill "$(cat {HOLDER_PID})"; rm -f {HOLDER_PID}; '
+                    f"test -e {HOLDER_DEVICE} && rm -f /dev/nvidia0 {HOLDER_DEVICE}; true"], check=False)
 
 
 def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordoned_and_failed(fleet):
@@ -185,9 +190,9 @@ def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordo
     wait_until(lambda: running(lab, "smshare.kai/job=finetune"), 60, "the job to run")
     subprocess.run(fleet["repo"] + ["break", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
     # On the other node of the batch a process keeps a GPU open: its driver must stay as it is.
-    hold_a_gpu(first)
     start = time.time()
     try:
+        hold_a_gpu(first)
         proc = fleet["playbook"](extra={"driver_upgrade_holders_timeout": 4})
     finally:
         let_go_of_the_gpu(first)
@@ -204,8 +209,9 @@ def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordo
              ["smshare.kai/driver-upgrade-failure"] for name in (first, second)}
     assert "Install" in rows[second]["note"] and "nvidia-dkms-615-open" in notes[second]
     # The holder is named, with why and what to do; the node never reached its install.
-    assert re.search(r"pid [0-9]+ \(sleep\) has /dev/nvidia0 open: stop it", notes[first]), notes[first]
-    assert "driver_upgrade_holders_timeout (4 s)" in notes[first]
+    assert re.search(r"1 still hold a GPU after driver_upgrade_holders_timeout \(4 s\), so the driver was not "
+                     r"changed: pid [0-9]+ \(sleep\)\. pid [0-9]+ \(sleep\) has /dev/nvidia0 open: stop it",
+                     notes[first]), notes[first]
     assert "pod-restart-required" in watcher.states_of(first, start)
     assert watcher.current[first]["boot"] == fleet["boots"][first], "the holder's node was not rebooted"
     for name in later:   # the rollout stopped: the next batches never began

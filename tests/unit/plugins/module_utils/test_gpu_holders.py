@@ -56,8 +56,33 @@ def test_the_action_fits_the_pod():
     ], NODE)}
     assert "binder re-creates it" in rows["gpu-reservation-gpu-01-a"]
     assert "driver_upgrade_drain_force" in rows["bare"] and "kubectl delete pod -n team-a bare" in rows["bare"]
-    assert "PodDisruptionBudget" in rows["owned"]
+    assert "outside driver_upgrade_drain_pod_selectors" in rows["owned"]
     assert "terminating" in rows["leaving"]
+
+
+def test_a_daemonset_pod_and_a_static_pod_are_told_apart():
+    daemon = pod("exporter", gpus="1")
+    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "exporter"}]
+    static = pod("static", gpus="1", owner=False, annotations={"kubernetes.io/config.mirror": "abc"})
+    rows = {r["name"]: r["action"] for r in gh.holding_pods([daemon, static], NODE)}
+    assert "the drain leaves DaemonSet pods" in rows["exporter"]
+    assert "staticPodPath" in rows["static"]
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"])
+def test_a_mig_slice_or_a_renamed_shared_gpu_counts(resource):
+    the_pod = pod("slice")
+    the_pod["spec"]["containers"][0]["resources"] = {"requests": {resource: "1"}}
+    assert gh.holding_pods([the_pod], NODE)[0]["why"] == "requests nvidia.com/gpu"
+
+
+def test_a_finished_init_container_holds_nothing_but_a_sidecar_does():
+    the_pod = pod("init")
+    the_pod["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    the_pod["status"]["initContainerStatuses"] = [{"name": "warm", "state": {"terminated": {"exitCode": 0}}}]
+    assert gh.holding_pods([the_pod], NODE) == []
+    the_pod["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    assert len(gh.holding_pods([the_pod], NODE)) == 1
 
 
 def test_an_init_container_request_counts():
@@ -92,12 +117,28 @@ def test_processes_with_an_nvidia_device_open_are_found_with_their_pod(tmp_path)
     named = pod("trainer", uid=UID)
     rows = gh.holding_processes(found, {"nvidia-persiste"}, [named])
     assert [r["name"] for r in rows] == ["pid 202 (python3)"]
-    assert "in team-a/trainer" in rows[0]["why"] and "driver_upgrade_holders_allowed_processes" in rows[0]["action"]
+    assert "in team-a/trainer" in rows[0]["why"] and rows[0]["action"] == "delete its pod, or let it finish"
+    host = gh.holding_processes(found, set())[0]
+    assert "add 'nvidia-persiste' to driver_upgrade_holders_allowed_processes" in host["action"]
 
 
-def test_a_process_whose_files_cannot_be_read_is_counted(tmp_path):
-    (tmp_path / "404").mkdir()   # no fd folder: as a process of another user reads without root
+def test_a_process_whose_files_cannot_be_read_is_counted_one_that_left_is_not(tmp_path, monkeypatch):
+    (tmp_path / "404").mkdir()   # no fd folder: gone meanwhile
+    fake_proc(tmp_path, 405, "other-user", ["/dev/nvidia0"])
+    listdir = os.listdir
+
+    def refusing(path):
+        if path.endswith("405/fd"):
+            raise PermissionError(13, "Permission denied", path)
+        return listdir(path)
+    monkeypatch.setattr(gh.os, "listdir", refusing)
     assert gh.open_devices(str(tmp_path)) == ([], 1)
+
+
+def test_a_process_that_exits_while_read_is_no_holder(tmp_path):
+    fake_proc(tmp_path, 55, "gone", ["/dev/nvidia0"])
+    (tmp_path / "55" / "comm").unlink()
+    assert gh.open_devices(str(tmp_path)) == ([], 0)
 
 
 def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
