@@ -4,7 +4,8 @@
 
 Two views, one row shape ({kind, namespace, name, why, action, text}):
 - the pods bound to the node that hold a GPU by any of the ways KAI and the
-  forks mark one: the `nvidia.com/gpu` resource, the `gpu-fraction` and
+  forks mark one: the `nvidia.com/gpu` resource (or a MIG slice, or a renamed
+  shared GPU), the `gpu-fraction` and
   `gpu-memory` annotations (a fractional pod requests no `nvidia.com/gpu`),
   the binder's `nvidia.com/container.<c>.gpus.devices` annotation, and KAI's
   reservation pods (bare pods in `kai-resource-reservation`);
@@ -22,7 +23,6 @@ import errno
 import os
 import re
 
-GPU_RESOURCE = "nvidia.com/gpu"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 DEVICES_ANNOTATION = re.compile(r"^nvidia\.com/container\.[^/]+\.gpus\.devices$")
@@ -39,24 +39,25 @@ def _gpu_resource(name):
     return GPU_RESOURCE_NAME.match(str(name)) is not None
 
 
-def _asks_for_gpu(container):
+def _gpu_asked(container):
+    """The GPU resource names the container asks for (non-zero, in limits or requests)."""
     resources = container.get("resources") or {}
-    for part in ("limits", "requests"):
-        for name, amount in (resources.get(part) or {}).items():
-            if _gpu_resource(name) and str(amount).strip() not in ("", "0"):
-                return True
-    return False
+    return set(name for part in ("limits", "requests") for name, amount in (resources.get(part) or {}).items()
+               if _gpu_resource(name) and str(amount).strip() not in ("", "0"))
 
 
-def _requests_gpu(pod):
+def _requested_gpus(pod):
     spec = pod.get("spec") or {}
-    if any(_asks_for_gpu(c) for c in spec.get("containers") or []):
-        return True
+    names = set()
+    for container in spec.get("containers") or []:
+        names |= _gpu_asked(container)
     # An init container holds its GPU only while it runs (or, a sidecar, for good).
     done = set(s.get("name") for s in (pod.get("status") or {}).get("initContainerStatuses") or []
                if (s.get("state") or {}).get("terminated"))
-    return any(_asks_for_gpu(c) for c in spec.get("initContainers") or []
-               if c.get("restartPolicy") == "Always" or c.get("name") not in done)
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always" or container.get("name") not in done:
+            names |= _gpu_asked(container)
+    return sorted(names)
 
 
 def pod_gpu_reasons(pod):
@@ -66,8 +67,7 @@ def pod_gpu_reasons(pod):
     reasons = []
     if meta.get("namespace") == RESERVATION_NAMESPACE:
         reasons.append("KAI reservation pod")
-    if _requests_gpu(pod):
-        reasons.append("requests %s" % GPU_RESOURCE)
+    reasons += ["requests %s" % name for name in _requested_gpus(pod)]
     reasons += ["annotated %s" % key for key in FRACTION_ANNOTATIONS if key in annotations]
     if any(DEVICES_ANNOTATION.match(key) and annotations[key] for key in annotations):
         reasons.append("bound to a GPU by the binder (gpus.devices)")

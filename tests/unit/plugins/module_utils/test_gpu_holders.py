@@ -73,7 +73,7 @@ def test_a_daemonset_pod_and_a_static_pod_are_told_apart():
 def test_a_mig_slice_or_a_renamed_shared_gpu_counts(resource):
     the_pod = pod("slice")
     the_pod["spec"]["containers"][0]["resources"] = {"requests": {resource: "1"}}
-    assert gh.holding_pods([the_pod], NODE)[0]["why"] == "requests nvidia.com/gpu"
+    assert gh.holding_pods([the_pod], NODE)[0]["why"] == "requests " + resource
 
 
 def test_a_finished_init_container_holds_nothing_but_a_sidecar_does():
