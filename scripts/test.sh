@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # the stage_* functions are called by name: "stage_${s//-/_}"
-# Every test, timed. `scripts/test.sh` runs them all as two streams at once on
-# this machine, because the lab's tests spend most of their time waiting on the
-# cluster while the rest keep the CPUs busy:
-#   lab stream:   the tests marked `lab` (one shared lab, brought up once)
-#   other stream: lint, sanity, unit, the integration tests that need no lab
-#                 (Molecule, own registries, localhost), then on a second lab
-#                 the fleet's tests and a few light lab tests, release
+# Every test, timed. `scripts/test.sh` runs them all as three streams at once on
+# this machine: most of the stages wait (on the cluster, apt in containers, image
+# builds) rather than compute, so one stream's waits are another's CPU:
+#   lab stream:    the tests marked `lab` (one shared lab, brought up once)
+#   other stream:  lint, sanity, unit, the integration tests that need no lab
+#                  (Molecule, own registries, localhost)
+#   second stream: on a second lab, the fleet's tests and the lab tests that
+#                  need no shared converge; then release
 # `scripts/test.sh STAGE...` runs only those stages, one after the other
 # (stages: lint sanity unit integration lab-tests other-tests fleet-tests
 # second-lab-tests release); a failing stage stops its stream.
@@ -34,13 +35,12 @@ stage_unit() {
 
 # The second lab (state in .lab-second/, the first lab instance no other lab on
 # this machine holds: lab/smshare_lab/instances.py), brought up and down by each
-# session that uses it, runs in the other stream the tests marked `second_lab`:
+# session that uses it, runs in the second stream the tests marked `second_lab`:
 # - the fleet's tests (also `lab_fleet`), which cordon, drain and reboot Nodes,
 #   break the stand-in apt repository on purpose and need five GPU nodes (the
 #   shared lab's tests never see that churn);
-# - lab tests that need neither the cluster's converge nor the fork images
-#   (those would be built again there): they leave the lab stream, which is
-#   the longer of the two.
+# - lab tests that need no shared converge (they leave the lab stream, the
+#   longest of the three).
 # Which lab and which stream a test takes is its own marker, never a path here.
 on_second_lab() {
   SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" "$@"
@@ -81,7 +81,7 @@ stage_other_tests() {
 }
 
 stage_integration() {
-  both_streams "lab-tests" "other-tests fleet-tests second-lab-tests"
+  all_streams "lab-tests" "other-tests" "fleet-tests second-lab-tests"
 }
 
 # Build the release artifact, install it into an empty collections path and run
@@ -119,22 +119,29 @@ run_stream() {
   done
 }
 
-# both_streams "LAB STAGES" "OTHER STAGES": the two streams at once. The lab
-# stream's output goes to $LOGS/lab.log, shown when it ends; the other stream's
-# goes to the terminal.
-both_streams() {
-  local lab_stages other_stages
+# all_streams "LAB STAGES" "OTHER STAGES" "SECOND STAGES": the three at once. The
+# lab and second streams' output goes to $LOGS/lab.log and $LOGS/second.log,
+# shown when they end; the other stream's goes to the terminal.
+all_streams() {
+  local lab_stages other_stages second_stages
   read -ra lab_stages <<< "$1"
   read -ra other_stages <<< "$2"
+  read -ra second_stages <<< "$3"
   run_stream lab "${lab_stages[@]}" > "$LOGS/lab.log" 2>&1 &
   local lab_pid=$!
+  run_stream second "${second_stages[@]}" > "$LOGS/second.log" 2>&1 &
+  local second_pid=$!
   run_stream other "${other_stages[@]}"
   local other_rc=$?
+  printf '\n===== waiting for the second stream (log: %s/second.log) =====\n' "$LOGS"
+  wait "$second_pid"
+  local second_rc=$?
+  cat "$LOGS/second.log"
   printf '\n===== waiting for the lab stream (log: %s/lab.log) =====\n' "$LOGS"
   wait "$lab_pid"
   local lab_rc=$?
   cat "$LOGS/lab.log"
-  [ "$lab_rc" -eq 0 ] && [ "$other_rc" -eq 0 ]
+  [ "$lab_rc" -eq 0 ] && [ "$other_rc" -eq 0 ] && [ "$second_rc" -eq 0 ]
 }
 
 mkdir -p "$LOGS"
@@ -144,10 +151,10 @@ total_start=$SECONDS
 if [ $# -gt 0 ]; then
   run_stream stages "$@"; rc=$?
 else
-  both_streams "lab-tests" "lint sanity unit other-tests fleet-tests second-lab-tests release"; rc=$?
+  all_streams "lab-tests" "lint sanity unit other-tests" "fleet-tests second-lab-tests release"; rc=$?
 fi
 printf '\n===== stage times =====\n'
-for name in stages other lab; do
+for name in stages other second lab; do
   [ -s "$LOGS/$name.times" ] && { echo "[$name stream]"; cat "$LOGS/$name.times"; }
 done
 printf '%-24s %5ss\n' "total (wall)" "$((SECONDS - total_start))"

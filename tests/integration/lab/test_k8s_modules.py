@@ -5,7 +5,7 @@ import pytest
 
 from lab_helpers import describe, recap
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 PLAY = "tests/integration/lab/playbooks/k8s_roundtrip.yml"
 NS = "lab-k8s-roundtrip"
 

@@ -5,16 +5,24 @@ import re
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 
 from lab_helpers import describe
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes]
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
-from smshare_lab import node_tier  # noqa: E402
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_nodes]
 PLAY = "tests/integration/lab/playbooks/node_pod.yml"
+
+
+def node_tier_of(lab):
+    """The lab's node-tier socket and pod subnet, computed for its own instance in a
+    fresh interpreter: this process may hold smshare_lab imported for another
+    (test_labctl_units.py imports it as instance 0, without a claim)."""
+    code = "from smshare_lab import node_tier as n; print(n.SOCKET); print(n.POD_SUBNET)"
+    env = dict(lab.env, SMSHARE_LAB_NO_CLAIM="1", SMSHARE_LAB_STATE=str(lab.state_dir))
+    out = subprocess.run([sys.executable, "-c", code], cwd=lab.root / "lab", env=env, text=True,
+                         capture_output=True, check=True).stdout.split()
+    return {"socket": out[0], "pod_subnet": out[1]}
 
 
 def test_node_is_ready(lab):
@@ -35,7 +43,7 @@ def test_load_image_puts_a_podman_image_into_the_node_runtime(lab, tmp_path):
     subprocess.run(["podman", "import", str(rootfs), ref], env=lab.env, check=True, capture_output=True)
     try:
         lab.load_image(ref)
-        images = subprocess.run(["ctr", "--address", str(node_tier.SOCKET), "-n", "k8s.io", "images", "ls", "-q"],
+        images = subprocess.run(["ctr", "--address", node_tier_of(lab)["socket"], "-n", "k8s.io", "images", "ls", "-q"],
                                 text=True, capture_output=True, check=True).stdout.split()
         assert ref in images
     finally:
@@ -48,7 +56,7 @@ def test_pod_runs_with_logs_and_exec(lab):
         assert proc.returncode == 0, describe(proc)
         match = re.search(r"POD_IP=(\S+) LOG=(\S+) EXEC=(\S+)", proc.stdout)
         assert match, describe(proc)
-        assert match.group(1).startswith(node_tier.POD_SUBNET.rsplit(".", 1)[0] + ".")
+        assert match.group(1).startswith(node_tier_of(lab)["pod_subnet"].rsplit(".", 1)[0] + "."), match.group(1)
         assert match.group(2) == "hello-from-the-lab-node"
         assert re.fullmatch(r"12\.\d+", match.group(3))
     finally:

@@ -15,7 +15,7 @@ import yaml
 
 from lab_helpers import describe
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_nodes, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 KAI_NS = "standin-kai"

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 from lab_helpers import describe  # noqa: E402
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_nodes, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
 PLAY = "playbooks/pilot.yml"
 KNOBS = ("-n", "smshare-lab", "configmap", "standin-knobs")
