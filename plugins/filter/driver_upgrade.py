@@ -179,7 +179,17 @@ def gpu_holding_pods(pods, node_name):
     return gpu_holders.holding_pods(pods, node_name)
 
 
+def driver_upgrade_drain_plan(pods, node_name, force=False, policy="stop", selective=False):
+    """What stands in the drain's way on node_name (module_utils/gpu_holders.py)."""
+    if not isinstance(pods, list):
+        raise AnsibleFilterError("driver_upgrade_drain_plan: expects a list of Pod objects, got %s"
+                                 % type(pods).__name__)
+    if policy not in ("stop", "delete"):
+        raise AnsibleFilterError("driver_upgrade_drain_plan: policy is %r, not stop or delete" % (policy,))
+    return gpu_holders.drain_plan(pods, node_name, bool(force), policy, bool(selective))
+
+
 class FilterModule(object):
     def filters(self):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
-                "gpu_holding_pods": gpu_holding_pods}
+                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_drain_plan": driver_upgrade_drain_plan}

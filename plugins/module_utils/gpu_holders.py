@@ -181,3 +181,60 @@ def holding_processes(processes, allowed, pods=None):
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows
+
+
+def _bare(meta):
+    return not meta.get("ownerReferences") and MIRROR not in (meta.get("annotations") or {})
+
+
+def _fate(meta, reasons, force, policy, selective):
+    """What the rollout does to a pod before or during the drain."""
+    owners = [o.get("kind") for o in meta.get("ownerReferences") or []]
+    if meta.get("namespace") == RESERVATION_NAMESPACE:
+        return "deleted before the drain (KAI's binder re-creates it where a fraction needs it)"
+    if MIRROR in (meta.get("annotations") or {}):
+        return "left running (a static pod: the drain cannot remove it)"
+    if "DaemonSet" in owners:
+        return "left running (the drain leaves DaemonSet pods)"
+    if not owners:
+        if force:
+            return "deleted by the drain (driver_upgrade_drain_force)"
+        then = ("then deleted" if policy == "delete" else
+                "then the node stops here, cordoned, with its driver unchanged")
+        return "a bare pod: waited for up to driver_upgrade_bare_pods_timeout, %s (driver_upgrade_bare_pods: %s)" % (
+            then, policy)
+    return "evicted by the drain%s" % (" if driver_upgrade_drain_pod_selectors select it" if selective else "")
+
+
+def drain_plan(pods, node_name, force=False, policy="stop", selective=False):
+    """What stands in the drain's way on node_name, before anything is touched.
+
+    - do_not_disrupt: the pods annotated karpenter.sh/do-not-disrupt, each with its fate;
+    - reservation: KAI's reservation pods (bare: the drain refuses them; the
+      binder deletes and re-creates them itself, so deleting them is safe);
+    - bare: the other pods with no owner (the drain refuses them unless forced),
+      each with what it holds. Finished pods are left out: the drain deletes them.
+    Rows as holding_pods() writes them: namespace, name, why, action, text.
+    """
+    plan = {"do_not_disrupt": [], "reservation": [], "bare": []}
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        if (pod.get("spec") or {}).get("nodeName") != node_name:
+            continue
+        if (pod.get("status") or {}).get("phase") in DONE_PHASES:
+            continue
+        reasons = pod_gpu_reasons(pod)
+        why = ", ".join(reasons) or "holds no GPU"
+        row = {"kind": "pod", "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+               "why": why, "action": _fate(meta, reasons, force, policy, selective)}
+        row["text"] = "pod %s/%s (%s): %s" % (row["namespace"], row["name"], row["why"], row["action"])
+        annotations = meta.get("annotations") or {}
+        if str(annotations.get(DO_NOT_DISRUPT, "")).lower() == "true":
+            plan["do_not_disrupt"].append(row)
+        if meta.get("namespace") == RESERVATION_NAMESPACE:
+            plan["reservation"].append(row)
+        elif _bare(meta) and not force:
+            plan["bare"].append(row)
+    for rows in plan.values():
+        rows.sort(key=lambda r: (r["namespace"], r["name"]))
+    return plan

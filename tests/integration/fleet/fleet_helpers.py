@@ -1,5 +1,6 @@
 """Helpers for the fleet tests: a watcher of the lab's Nodes, run independently of the
 playbook (it reads the API server, never the play's log), and the workloads."""
+import hashlib
 import json
 import threading
 import time
@@ -144,3 +145,27 @@ def finetune_job(namespace, node, seconds):
 
 def as_list(objects):
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+
+
+def bare_pod(namespace, name, node, seconds=None, annotations=None):
+    """A pod no controller manages, bound to `node` (a fraction, as KAI's binder places one)."""
+    annotations = dict(annotations or {"gpu-fraction": "0.5"})
+    if seconds is not None:
+        annotations["smshare.kai/lab-run-seconds"] = str(seconds)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+            "spec": {"nodeName": node, "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "nvidia/cuda:13.3.1-base-ubuntu24.04"}]}}
+
+
+def reservation_pod(node):
+    """KAI's reservation pod as its binder makes one: bare, holding the whole GPU, not to be disrupted."""
+    pod = bare_pod(RESERVATION_NAMESPACE, "gpu-reservation-" + hashlib.sha256(node.encode()).hexdigest()[:16], node,
+                   annotations={"karpenter.sh/do-not-disrupt": "true"})
+    pod["metadata"]["labels"] = {"app": RESERVATION_NAMESPACE, "runai-gpu-group": f"{node}-gpu0"}
+    pod["spec"]["containers"][0].update(name="resource-reservation",
+                                        resources={"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}})
+    return pod

@@ -7,7 +7,9 @@ The rollout to 615 goes in batches of 2 with at most 2 nodes unavailable:
 first with 615.71.09 published broken and a process holding a GPU open on
 the batch's other node (the rollout stops, the batch stays cordoned and
 labelled upgrade-failed, the holder named), then fixed and killed mid-rollout,
-then run again to the end, then once more (nothing to do). A watcher thread
+then resumed with pods the drain cannot evict on the last node (KAI's
+reservation pod and a bare fraction: stopped, the pod named; then a bare
+fraction that finishes, waited for), then once more (nothing to do). A watcher thread
 records every Node change throughout; the assertions read it, not the logs.
 """
 import datetime
@@ -20,8 +22,8 @@ import time
 
 import pytest
 
-from fleet_helpers import (STATE, NodeWatcher, as_list, finetune_job, fractioning_daemonsets,
-                           gpu_workloads)
+from fleet_helpers import (RESERVATION_NAMESPACE, STATE, NodeWatcher, as_list, bare_pod, finetune_job,
+                           fractioning_daemonsets, gpu_workloads, reservation_pod)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_fleet(5), pytest.mark.slow]
@@ -88,12 +90,13 @@ def fleet(lab, tmp_path_factory):
     watcher.start()
     assert watcher.synced.wait(30), "the watcher could not list the nodes"
     boots = {n: watcher.current[n]["boot"] for n in nodes}
+    fleet_namespaces = [NAMESPACE]
     yield {"lab": lab, "nodes": nodes, "old": old, "cordoned": cordoned, "current": current,
            "watcher": watcher, "playbook": playbook, "report": report, "repo": repo, "boots": boots,
-           "marks": {}}
+           "marks": {}, "namespaces": fleet_namespaces}
     watcher.stop()
     subprocess.run(repo + ["fix", BROKEN], cwd=lab.root, env=lab.env, check=False, capture_output=True)
-    lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+    lab.kubectl("delete", "namespace", *fleet_namespaces, "--ignore-not-found", "--wait=false")
     lab.kubectl("uncordon", cordoned)
 
 
@@ -106,13 +109,18 @@ def wait_until(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def running(lab, selector, node=None):
-    args = ["-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json"]
+def running(lab, selector, node=None, namespace=NAMESPACE):
+    args = ["-n", namespace, "get", "pods", "-l", selector, "-o", "json"]
     if node:
         args += ["--field-selector", f"spec.nodeName={node}"]
     pods = json.loads(lab.kubectl(*args).stdout)["items"]
     return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
             and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+
+
+def pod_phase(lab, namespace, name):
+    found = lab.kubectl("-n", namespace, "get", "pod", name, "-o", "jsonpath={.status.phase}", check=False)
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 def node_marks(lab, names):
@@ -251,8 +259,49 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     assert watcher.current[victim]["unschedulable"], "the interrupted node stays cordoned"
     boots = {n: watcher.current[n]["boot"] for n in fleet["nodes"]}
 
+    # On the last node, pods the drain cannot evict: KAI's reservation pod and a
+    # fraction no controller manages that does not finish. The default policy
+    # (stop) leaves that node cordoned on its old driver, the pod named.
+    reservation, holdout = reservation_pod(last), bare_pod(NAMESPACE, "holdout", last)
+    if lab.kubectl("create", "namespace", RESERVATION_NAMESPACE, check=False).returncode == 0:
+        fleet["namespaces"].append(RESERVATION_NAMESPACE)   # made here: the fixture removes it
+    lab.kubectl("apply", "-f", "-", input_text=as_list([reservation, holdout]))
+    wait_until(lambda: running(lab, "app=" + RESERVATION_NAMESPACE, last, RESERVATION_NAMESPACE)
+               and pod_phase(lab, NAMESPACE, "holdout") == "Running", 60, "the bare pods to run")
+    proc = fleet["playbook"](extra={"driver_upgrade_bare_pods_timeout": 3})
+    assert proc.returncode != 0, describe(proc)
+    assert watcher.current[victim]["state"] == "upgrade-done"
+    assert watcher.current[last]["state"] == "upgrade-failed" and watcher.current[last]["unschedulable"]
+    assert watcher.current[last]["driver"].startswith("580.") and watcher.current[last]["boot"] == boots[last]
+    note = json.loads(lab.kubectl("get", "node", last, "-o", "json").stdout)["metadata"]["annotations"][
+        "smshare.kai/driver-upgrade-failure"]
+    assert (f"1 bare pod(s) still on the node after driver_upgrade_bare_pods_timeout (3 s), so it was not drained "
+            f"and its driver was not changed: {NAMESPACE}/holdout.") in note, note
+    # The pods that asked not to be disrupted were named, with their fate, before anything touched them.
+    assert (f"pod {RESERVATION_NAMESPACE}/{reservation['metadata']['name']} (KAI reservation pod, requests "
+            "nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt): deleted before the drain") in proc.stdout, \
+        describe(proc)
+    assert pod_phase(lab, NAMESPACE, "holdout") == "Running", "a stopped node's pods are left alone"
+
+    # A fraction that finishes in a while is waited for, then the node drains.
+    lab.kubectl("-n", NAMESPACE, "delete", "pod", "holdout", "--wait=true")
+    lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=25)))
+    wait_until(lambda: pod_phase(lab, NAMESPACE, "short-fraction") == "Running", 60, "the short fraction to run")
+    resumed = time.time()
     proc = fleet["playbook"]()
     assert proc.returncode == 0, describe(proc)
+    short = json.loads(lab.kubectl("-n", NAMESPACE, "get", "pod", "short-fraction", "-o", "json").stdout)
+    assert short["status"]["phase"] == "Succeeded", short["status"]
+    finished = datetime.datetime.strptime(
+        short["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"], "%Y-%m-%dT%H:%M:%SZ") \
+        .replace(tzinfo=datetime.timezone.utc).timestamp()
+    states = watcher.changes_of(last, resumed, "state")
+    drain = [t for t, d in states if d["state"] == "drain-required"]
+    restart = [t for t, d in states if d["state"] == "pod-restart-required"]
+    assert drain and restart and drain[0] - 1 <= finished <= restart[0] + 1, (finished, states)
+    gone = lab.kubectl("-n", RESERVATION_NAMESPACE, "get", "pod", reservation["metadata"]["name"], check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr, "the reservation pod was deleted"
+    lab.kubectl("-n", NAMESPACE, "delete", "pod", "short-fraction", "--wait=false")
     time.sleep(2)
     for name in first_batch:   # done before the kill: not touched again
         assert watcher.changes_of(name, killed) == [], watcher.changes_of(name, killed)

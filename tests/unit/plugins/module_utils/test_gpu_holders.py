@@ -149,3 +149,52 @@ def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
 
 def test_the_filter_reads_k8s_info_results():
     assert [r["name"] for r in filters.gpu_holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
+
+
+RESERVATION = pod("gpu-reservation-gpu-01-x7k2p", namespace="kai-resource-reservation", gpus="1", owner=False,
+                  annotations={"karpenter.sh/do-not-disrupt": "true"})
+
+
+def names(rows):
+    return [r["namespace"] + "/" + r["name"] for r in rows]
+
+
+def test_the_drain_plan_sorts_out_reservation_and_bare_pods():
+    daemon = pod("agent")
+    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
+    pods = [RESERVATION, pod("half", annotations={"gpu-fraction": "0.5"}, owner=False),
+            pod("notes", owner=False), pod("trainer", gpus="1"), daemon,
+            pod("static", owner=False, annotations={"kubernetes.io/config.mirror": "abc"}),
+            pod("finished", owner=False, phase="Succeeded"), pod("elsewhere", owner=False, node="gpu-02")]
+    plan = gh.drain_plan(pods, NODE)
+    assert names(plan["reservation"]) == ["kai-resource-reservation/gpu-reservation-gpu-01-x7k2p"]
+    # Every bare pod blocks the drain, GPU or not; the static and the finished one do not.
+    assert names(plan["bare"]) == ["team-a/half", "team-a/notes"]
+    assert [r["why"] for r in plan["bare"]] == ["annotated gpu-fraction", "holds no GPU"]
+    assert "then the node stops here" in plan["bare"][0]["action"]
+
+
+def test_the_do_not_disrupt_pods_are_named_with_their_fate():
+    owned = pod("keep", gpus="1", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    bare = pod("solo", owner=False, annotations={"karpenter.sh/do-not-disrupt": "True"})
+    plan = gh.drain_plan([RESERVATION, owned, bare, pod("plain", gpus="1")], NODE, policy="delete", selective=True)
+    fates = {r["name"]: r["action"] for r in plan["do_not_disrupt"]}
+    assert sorted(fates) == ["gpu-reservation-gpu-01-x7k2p", "keep", "solo"]
+    assert "binder re-creates it" in fates["gpu-reservation-gpu-01-x7k2p"]
+    assert fates["keep"] == "evicted by the drain if driver_upgrade_drain_pod_selectors select it"
+    assert "then deleted (driver_upgrade_bare_pods: delete)" in fates["solo"]
+    assert plan["do_not_disrupt"][1]["text"].startswith("pod team-a/keep (requests nvidia.com/gpu): evicted")
+
+
+def test_a_forced_drain_leaves_no_bare_pod_to_wait_for_but_still_the_reservation_pods():
+    plan = gh.drain_plan([RESERVATION, pod("solo", owner=False)], NODE, force=True)
+    assert plan["bare"] == [] and len(plan["reservation"]) == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (({"items": []}, NODE), "expects a list of Pod objects, got dict"),
+    (([], NODE, False, "evict"), "policy is 'evict', not stop or delete"),
+])
+def test_the_drain_plan_filter_refuses_bad_input(args, words):
+    with pytest.raises(filters.AnsibleFilterError, match=words):
+        filters.driver_upgrade_drain_plan(*args)
