@@ -17,7 +17,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.smshare.kai.plugins.module_utils import gpu_holders
+from ansible_collections.smshare.kai.plugins.module_utils import drain, gpu_holders
 
 # The GPU Operator's upgrade states (its label nvidia.com/gpu-driver-upgrade-state),
 # in the order a node goes through them.
@@ -180,16 +180,26 @@ def gpu_holding_pods(pods, node_name):
 
 
 def driver_upgrade_drain_plan(pods, node_name, force=False, policy="stop", selective=False):
-    """What stands in the drain's way on node_name (module_utils/gpu_holders.py)."""
+    """What stands in the drain's way on node_name (module_utils/drain.py)."""
     if not isinstance(pods, list):
         raise AnsibleFilterError("driver_upgrade_drain_plan: expects a list of Pod objects, got %s"
                                  % type(pods).__name__)
     if policy not in ("stop", "delete"):
         raise AnsibleFilterError("driver_upgrade_drain_plan: policy is %r, not stop or delete" % (policy,))
-    return gpu_holders.drain_plan(pods, node_name, bool(force), policy, bool(selective))
+    return drain.drain_plan(pods, node_name, bool(force), policy, bool(selective))
+
+
+def driver_upgrade_budget_blocks(pdbs, pods, node_name, force=False):
+    """The PodDisruptionBudgets a drain of node_name would violate now (module_utils/drain.py)."""
+    for what, value in (("PodDisruptionBudget", pdbs), ("Pod", pods)):
+        if not isinstance(value, list):
+            raise AnsibleFilterError("driver_upgrade_budget_blocks: expects a list of %s objects, got %s"
+                                     % (what, type(value).__name__))
+    return drain.budget_blocks(pdbs, pods, node_name, bool(force))
 
 
 class FilterModule(object):
     def filters(self):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
-                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_drain_plan": driver_upgrade_drain_plan}
+                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
+                "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks}

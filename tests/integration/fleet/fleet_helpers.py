@@ -169,3 +169,18 @@ def reservation_pod(node):
     pod["spec"]["containers"][0].update(name="resource-reservation",
                                         resources={"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}})
     return pod
+
+
+def guarded_server(namespace, node):
+    """One replica pinned to `node` and a disruption budget that keeps it (policy/v1beta1: the lab's
+    Kubernetes 1.20 has no policy/v1)."""
+    return [{
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "keeper", "namespace": namespace},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "keeper"}},
+                 "template": {"metadata": {"labels": {"app": "keeper"}}, "spec": {
+                     "nodeSelector": {"kubernetes.io/hostname": node},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}}, {
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keeper", "namespace": namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keeper"}}}}]

@@ -7,9 +7,11 @@ The rollout to 615 goes in batches of 2 with at most 2 nodes unavailable:
 first with 615.71.09 published broken and a process holding a GPU open on
 the batch's other node (the rollout stops, the batch stays cordoned and
 labelled upgrade-failed, the holder named), then fixed and killed mid-rollout,
-then resumed with pods the drain cannot evict on the last node (KAI's
-reservation pod and a bare fraction: stopped, the pod named; then a bare
-fraction that finishes, waited for), then once more (nothing to do). A watcher thread
+then resumed with a disruption budget that allows nothing on the last node
+(left as it was, the budget named; then relaxed) and pods the drain cannot
+evict there (KAI's reservation pod and a bare fraction: stopped, the pod
+named; then a bare fraction that finishes, waited for), then once more
+(nothing to do). A watcher thread
 records every Node change throughout; the assertions read it, not the logs.
 """
 import datetime
@@ -23,7 +25,7 @@ import time
 import pytest
 
 from fleet_helpers import (RESERVATION_NAMESPACE, STATE, NodeWatcher, as_list, bare_pod, finetune_job,
-                           fractioning_daemonsets, gpu_workloads, reservation_pod)
+                           fractioning_daemonsets, gpu_workloads, guarded_server, reservation_pod)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_fleet(5), pytest.mark.slow]
@@ -116,6 +118,12 @@ def running(lab, selector, node=None, namespace=NAMESPACE):
     pods = json.loads(lab.kubectl(*args).stdout)["items"]
     return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
             and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+
+
+def budget_allows(lab, name):
+    found = lab.kubectl("-n", NAMESPACE, "get", "pdb", name, "-o", "jsonpath={.status.disruptionsAllowed}",
+                        check=False)
+    return int(found.stdout) if found.returncode == 0 and found.stdout.strip() else None
 
 
 def pod_phase(lab, namespace, name):
@@ -259,18 +267,35 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     assert watcher.current[victim]["unschedulable"], "the interrupted node stays cordoned"
     boots = {n: watcher.current[n]["boot"] for n in fleet["nodes"]}
 
-    # On the last node, pods the drain cannot evict: KAI's reservation pod and a
-    # fraction no controller manages that does not finish. The default policy
-    # (stop) leaves that node cordoned on its old driver, the pod named.
+    # On the last node: a pod whose disruption budget allows no eviction, and
+    # pods the drain cannot evict, KAI's reservation pod and a fraction no
+    # controller manages that does not finish.
     reservation, holdout = reservation_pod(last), bare_pod(NAMESPACE, "holdout", last)
     if lab.kubectl("create", "namespace", RESERVATION_NAMESPACE, check=False).returncode == 0:
         fleet["namespaces"].append(RESERVATION_NAMESPACE)   # made here: the fixture removes it
-    lab.kubectl("apply", "-f", "-", input_text=as_list([reservation, holdout]))
+    lab.kubectl("apply", "-f", "-", input_text=as_list([reservation, holdout] + guarded_server(NAMESPACE, last)))
     wait_until(lambda: running(lab, "app=" + RESERVATION_NAMESPACE, last, RESERVATION_NAMESPACE)
-               and pod_phase(lab, NAMESPACE, "holdout") == "Running", 60, "the bare pods to run")
-    proc = fleet["playbook"](extra={"driver_upgrade_bare_pods_timeout": 3})
+               and pod_phase(lab, NAMESPACE, "holdout") == "Running" and running(lab, "app=keeper", last)
+               and budget_allows(lab, "keeper") == 0, 90, "the bare pods, the guarded server and its budget")
+
+    # The budget first: the node is left as it was, the rollout ends failed naming it.
+    proc = fleet["playbook"](extra={"driver_upgrade_bare_pods_timeout": 3, "driver_upgrade_budget_timeout": 3})
     assert proc.returncode != 0, describe(proc)
     assert watcher.current[victim]["state"] == "upgrade-done"
+    assert watcher.states_of(last, killed) == [] and not watcher.current[last]["unschedulable"], \
+        watcher.changes_of(last, killed)
+    assert re.search(rf"1 node\(s\) not upgraded, each left as it was \(not cordoned\) because a PodDisruptionBudget "
+                     rf"would not allow its drain: {last}: not cordoned after driver_upgrade_budget_timeout \(3 s\): "
+                     rf"PodDisruptionBudget {NAMESPACE}/keeper allows 0 disruption\(s\) now and draining {last} "
+                     rf"would evict 1 of its pods \({NAMESPACE}/keeper-", proc.stdout), describe(proc)
+    assert report_of(fleet)[last]["state"] == "blocked"
+
+    # Relaxed, the budget lets the node go on, to the bare pods: the default policy
+    # (stop) leaves the node cordoned on its old driver, the pod named.
+    lab.kubectl("-n", NAMESPACE, "patch", "pdb", "keeper", "--type=merge", "-p", '{"spec":{"minAvailable":0}}')
+    wait_until(lambda: budget_allows(lab, "keeper") == 1, 60, "the relaxed budget to allow a disruption")
+    proc = fleet["playbook"](extra={"driver_upgrade_bare_pods_timeout": 3})
+    assert proc.returncode != 0, describe(proc)
     assert watcher.current[last]["state"] == "upgrade-failed" and watcher.current[last]["unschedulable"]
     assert watcher.current[last]["driver"].startswith("580.") and watcher.current[last]["boot"] == boots[last]
     note = json.loads(lab.kubectl("get", "node", last, "-o", "json").stdout)["metadata"]["annotations"][
