@@ -159,8 +159,7 @@ def budget_blocks(pdbs, pods, node_name, force=False):
         allowed = _allowed(pdb)
         if len(refs) <= allowed:
             continue
-        rows.append({"namespace": namespace, "name": name, "allowed": allowed, "pods": refs,
-                     "text": "PodDisruptionBudget %s/%s allows %d disruption(s) now and draining %s would evict "
-                             "%d of its pods (%s)" % (namespace, name, allowed, node_name, len(refs),
-                                                     ", ".join(refs))})
+        text = "PodDisruptionBudget %s/%s allows %d disruption(s) now and draining %s would evict %d of its pods (%s)" % (
+            namespace, name, allowed, node_name, len(refs), ", ".join(refs))
+        rows.append({"namespace": namespace, "name": name, "allowed": allowed, "pods": refs, "text": text})
     return sorted(rows, key=lambda r: (r["namespace"], r["name"]))

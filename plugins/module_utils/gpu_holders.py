@@ -181,4 +181,3 @@ def holding_processes(processes, allowed, pods=None):
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows
-

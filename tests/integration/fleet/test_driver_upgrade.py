@@ -6,7 +6,8 @@ hold GPUs, the fractioning DaemonSets run everywhere, a job runs on one node.
 The rollout to 615 goes in batches of 2 with at most 2 nodes unavailable:
 first with 615.71.09 published broken and a process holding a GPU open on
 the batch's other node (the rollout stops, the batch stays cordoned and
-labelled upgrade-failed, the holder named), then fixed and killed mid-rollout,
+labelled upgrade-failed, the holder named), then fixed and killed mid-rollout
+(a second rollout meanwhile refused by the first one's lock),
 then resumed with a disruption budget that allows nothing on the last node
 (left as it was, the budget named; then relaxed) and pods the drain cannot
 evict there (KAI's reservation pod and a bare fraction: stopped, the pod
@@ -82,6 +83,7 @@ def fleet(lab, tmp_path_factory):
                     "smshare.kai/driver-upgrade-agents-", "smshare.kai/driver-upgrade-failure-")
         lab.kubectl("uncordon", name)
     lab.kubectl("cordon", cordoned)
+    lab.kubectl("-n", "kube-system", "delete", "lease", "smshare-driver-upgrade", "--ignore-not-found")
     lab.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
     lab.kubectl("create", "namespace", NAMESPACE)
     lab.kubectl("apply", "-f", "-",
@@ -118,6 +120,12 @@ def running(lab, selector, node=None, namespace=NAMESPACE):
     pods = json.loads(lab.kubectl(*args).stdout)["items"]
     return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
             and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+
+
+def lock_holder(lab):
+    found = lab.kubectl("-n", "kube-system", "get", "lease", "smshare-driver-upgrade",
+                        "-o", "jsonpath={.spec.holderIdentity}", check=False)
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 def budget_allows(lab, name):
@@ -244,6 +252,7 @@ def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordo
     assert waited and drained and waited[0] - 1 <= finished <= drained[0] + 1, \
         (finished, watcher.changes_of(second, start))
     lab.kubectl("-n", NAMESPACE, "delete", "job", "finetune", "--wait=false")
+    assert lock_holder(lab) is None, "a stopped rollout gives its lock back"
 
 
 def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
@@ -254,6 +263,12 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     last = fleet["old"][3]
     proc = fleet["playbook"](background=True)
     try:
+        # A second rollout while the first runs is refused, naming the first.
+        wait_until(lambda: lock_holder(lab) or proc.poll() is not None, 300, "the rollout to take its lock")
+        second = fleet["playbook"]()
+        assert second.returncode != 0, describe(second)
+        assert re.search(r"another rollout holds the lock \(Lease kube-system/smshare-driver-upgrade\): \S+@\S+ "
+                         r"driver_upgrade to 615 ", second.stdout), describe(second)
         reached = watcher.wait_for(victim, "validation-required", RUN_TIMEOUT, process=proc)
     finally:
         if proc.poll() is None:
@@ -261,6 +276,13 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
         output = proc.communicate(timeout=60)[0]
     assert reached, f"{victim} never reached validation-required: {watcher.changes_of(victim)}\n{output[-6000:]}"
     killed = time.time()
+    # The killed run's lock stays; once it has not been renewed for its TTL, the next run takes it over.
+    dead = lock_holder(lab)
+    assert dead and "driver_upgrade to 615" in dead
+    past = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=3601)).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+    lab.kubectl("-n", "kube-system", "patch", "lease", "smshare-driver-upgrade", "--type=merge",
+                "-p", json.dumps({"spec": {"renewTime": past}}))
     for name in first_batch:
         assert watcher.current[name]["state"] == "upgrade-done"
         assert watcher.current[name]["driver"].startswith("615.")
@@ -289,6 +311,8 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
                      rf"PodDisruptionBudget {NAMESPACE}/keeper allows 0 disruption\(s\) now and draining {last} "
                      rf"would evict 1 of its pods \({NAMESPACE}/keeper-", proc.stdout), describe(proc)
     assert report_of(fleet)[last]["state"] == "blocked"
+    assert f"Took over the rollout lock from {dead}: it had expired." in proc.stdout, describe(proc)
+    assert lock_holder(lab) is None, "a rollout that ends blocked gives its lock back"
 
     # Relaxed, the budget lets the node go on, to the bare pods: the default policy
     # (stop) leaves the node cordoned on its old driver, the pod named.
@@ -327,6 +351,7 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     gone = lab.kubectl("-n", RESERVATION_NAMESPACE, "get", "pod", reservation["metadata"]["name"], check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr, "the reservation pod was deleted"
     lab.kubectl("-n", NAMESPACE, "delete", "pod", "short-fraction", "--wait=false")
+    assert lock_holder(lab) is None, "a finished rollout gives its lock back"
     time.sleep(2)
     for name in first_batch:   # done before the kill: not touched again
         assert watcher.changes_of(name, killed) == [], watcher.changes_of(name, killed)

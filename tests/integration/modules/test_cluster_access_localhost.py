@@ -1,6 +1,6 @@
 # Apache-2.0
 """The action group smshare.kai.cluster: one module_defaults entry, as the
-README shows it, gives workload_lint and fraction_smoke_test their cluster
+README shows it, gives workload_lint, fraction_smoke_test and rollout_lock their cluster
 access, as kubernetes.core's groups give k8s_info its own (no cluster needed:
 the context chosen is one the kubeconfig lacks, so each module names it)."""
 import subprocess
@@ -26,6 +26,11 @@ PLAY = """
         node: gpu-node-1
       register: smoke
       ignore_errors: true
+    - name: take a rollout lock
+      smshare.kai.rollout_lock:
+        holder: test
+      register: lock
+      ignore_errors: true
     - name: read pods
       kubernetes.core.k8s_info:
         kind: Pod
@@ -34,7 +39,7 @@ PLAY = """
     - name: what each module said
       ansible.builtin.copy:
         dest: "%(out)s"
-        content: "{{ {'lint': lint.msg, 'smoke': smoke.msg, 'pods': pods.msg} | to_json }}"
+        content: "{{ {'lint': lint.msg, 'smoke': smoke.msg, 'lock': lock.msg, 'pods': pods.msg} | to_json }}"
 """
 
 
@@ -53,6 +58,6 @@ def test_one_module_defaults_entry_reaches_every_cluster_module(tmp_path):
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     said = yaml.safe_load(out.read_text())
-    for module in ("lint", "smoke"):
+    for module in ("lint", "smoke", "lock"):
         assert said[module].startswith("cannot load kubeconfig %s (context elsewhere)" % kubeconfig), said
     assert "elsewhere" in said["pods"], said

@@ -149,4 +149,3 @@ def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
 
 def test_the_filter_reads_k8s_info_results():
     assert [r["name"] for r in filters.gpu_holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
-

@@ -1,0 +1,248 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rollout_lock
+short_description: Hold a cluster-wide lock (a coordination.k8s.io Lease) for the length of a rollout
+version_added: 0.1.0
+description:
+  - "Takes, renews or gives back a Lease (C(coordination.k8s.io/v1)) so that one rollout at a time changes a
+    fleet: a second one is refused with the holder named, when it took the lock and when it expires."
+  - "A lock whose holder stopped renewing it (a killed run) expires after its O(ttl) seconds from its last
+    renewal and is then taken over by the next rollout, which says whose it was. Every change is a write
+    guarded by the Lease's C(resourceVersion): of two rollouts taking an expired lock at once, one wins and
+    the other is refused."
+  - "Giving the lock back deletes the Lease only while this O(holder) holds it."
+author:
+  - smshare.kai maintainers (@smshare)
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.cluster_access
+attributes:
+  check_mode:
+    support: full
+    details: Writes nothing; says what it would do, and fails as a real run would when another rollout holds the lock.
+  diff_mode:
+    support: none
+  idempotent:
+    support: partial
+    details: Giving the lock back is idempotent; taking it again renews it (a write of its renewal time, reported as a change).
+options:
+  name:
+    description: The Lease's name.
+    type: str
+    default: smshare-driver-upgrade
+  namespace:
+    description: The Lease's namespace.
+    type: str
+    default: kube-system
+  holder:
+    description:
+      - Who holds the lock (the Lease's C(holderIdentity)); the same value renews and gives back what it took.
+      - Say who runs what, for the person another rollout is refused for, such as C(ops@bastion-1 driver_upgrade 2026-12-04T18:00:00).
+    type: str
+    required: true
+  ttl:
+    description: Seconds the lock stays taken after its last renewal (the Lease's C(leaseDurationSeconds)).
+    type: int
+    default: 3600
+  state:
+    description: C(present) takes the lock or renews it; C(absent) gives it back.
+    type: str
+    choices: [present, absent]
+    default: present
+requirements:
+  - kubernetes (Python library)
+"""
+
+EXAMPLES = r"""
+- name: Take the rollout lock
+  smshare.kai.rollout_lock:
+    holder: "{{ lookup('env', 'USER') }}@{{ lookup('pipe', 'hostname') }} driver_upgrade {{ now().isoformat() }}"
+    ttl: 3600
+  register: lock
+
+- name: Give the lock back
+  smshare.kai.rollout_lock:
+    holder: "{{ lock.holder }}"
+    state: absent
+"""
+
+RETURN = r"""
+holder:
+  description: The holder this run asked for.
+  returned: always
+  type: str
+action:
+  description: What was done (or, in check mode, would be) - C(created), C(renewed), C(taken_over), C(released), C(none).
+  returned: success
+  type: str
+previous_holder:
+  description: Whose expired lock was taken over (C(taken_over)), or who holds it when C(absent) left it alone.
+  returned: when another holder had the lock
+  type: str
+expires:
+  description: When the lock expires unless renewed (UTC, RFC 3339); empty when it was given back.
+  returned: success
+  type: str
+failure:
+  description: >-
+    Why it failed - C(held) (another rollout holds the lock), C(conflict) (another rollout wrote it
+    meanwhile), C(cluster), C(bad_input), C(missing_library).
+  returned: failure
+  type: str
+"""
+
+import datetime
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access
+
+try:
+    from kubernetes import client as kclient
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    kclient = None
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+
+def _time(value):
+    """A Lease time (MicroTime: a datetime from the client, or its RFC 3339 text) as an aware datetime."""
+    if value is None or isinstance(value, datetime.datetime):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    text = str(value).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(text)
+
+
+def _rfc3339(when):
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if when else ""
+
+
+def decide(spec, holder, now):
+    """What to do with a Lease's spec (a dict: holderIdentity, renewTime, acquireTime, leaseDurationSeconds;
+    None when there is no Lease) to take the lock for `holder` at `now`: create, renew, take_over or refuse."""
+    if spec is None:
+        return "create"
+    if spec.get("holderIdentity") == holder:
+        return "renew"
+    if not spec.get("holderIdentity"):
+        return "take_over"   # given back without being deleted
+    renewed = _time(spec.get("renewTime") or spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds") or 0
+    if renewed is None or renewed + datetime.timedelta(seconds=duration) <= now:
+        return "take_over"
+    return "refuse"
+
+
+def _spec_dict(lease):
+    spec = lease.spec
+    return {"holderIdentity": spec.holder_identity, "renewTime": spec.renew_time, "acquireTime": spec.acquire_time,
+            "leaseDurationSeconds": spec.lease_duration_seconds}
+
+
+def _held_message(name, namespace, spec):
+    renewed = _time(spec.get("renewTime") or spec.get("acquireTime"))
+    expires = renewed + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0)
+    return ("another rollout holds the lock (Lease %s/%s): %s, taken %s, renewed %s, expires %s unless renewed. "
+            "Nothing was changed. Wait for it to finish; if it is gone (killed), the lock is free once it "
+            "expires, or delete it now: kubectl -n %s delete lease %s" % (
+                namespace, name, spec.get("holderIdentity"), _rfc3339(_time(spec.get("acquireTime"))),
+                _rfc3339(renewed), _rfc3339(expires), namespace, name))
+
+
+def run(module, api):
+    params = module.params
+    name, namespace, holder, ttl = params["name"], params["namespace"], params["holder"], params["ttl"]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expires = _rfc3339(now + datetime.timedelta(seconds=ttl))
+    try:
+        lease = api.read_namespaced_lease(name, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        lease = None
+    spec = _spec_dict(lease) if lease is not None else None
+
+    if params["state"] == "absent":
+        if spec is None:
+            return dict(changed=False, action="none", holder=holder, expires="")
+        if spec["holderIdentity"] != holder:
+            return dict(changed=False, action="none", holder=holder, previous_holder=spec["holderIdentity"] or "",
+                        expires=_rfc3339(_time(spec["renewTime"] or spec["acquireTime"])))
+        if not module.check_mode:
+            api.delete_namespaced_lease(name, namespace, body=kclient.V1DeleteOptions(
+                preconditions=kclient.V1Preconditions(resource_version=lease.metadata.resource_version)))
+        return dict(changed=True, action="released", holder=holder, expires="")
+
+    action = decide(spec, holder, now)
+    if action == "refuse":
+        module.fail_json(msg=_held_message(name, namespace, spec), failure="held", holder=holder,
+                         previous_holder=spec["holderIdentity"])
+    result = dict(changed=True, action={"create": "created", "renew": "renewed", "take_over": "taken_over"}[action],
+                  holder=holder, expires=expires)
+    if action == "take_over":
+        result["previous_holder"] = spec["holderIdentity"] or ""
+    if module.check_mode:
+        return result
+    body = kclient.V1Lease(
+        metadata=kclient.V1ObjectMeta(name=name, namespace=namespace, labels={"app.kubernetes.io/managed-by": "smshare.kai"}),
+        spec=kclient.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=ttl, renew_time=now,
+                                 acquire_time=spec["acquireTime"] if action == "renew" else now))
+    if action == "create":
+        api.create_namespaced_lease(namespace, body)
+    else:   # guarded by the version read: a rollout that wrote it meanwhile wins
+        body.metadata.resource_version = lease.metadata.resource_version
+        api.replace_namespaced_lease(name, namespace, body)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
+            context=cluster_access.ARGUMENT_SPEC["context"],
+            name=dict(type="str", default="smshare-driver-upgrade"),
+            namespace=dict(type="str", default="kube-system"),
+            holder=dict(type="str", required=True),
+            ttl=dict(type="int", default=3600),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if kclient is None:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
+                         failure="missing_library")
+    if not params["holder"].strip() or len(params["holder"]) > 253:
+        module.fail_json(msg="holder=%r: must say who holds the lock, 1 to 253 characters" % params["holder"],
+                         failure="bad_input", parameter="holder")
+    if params["ttl"] < 1:
+        module.fail_json(msg="ttl=%d: must be 1 second or more, longer than a batch of the rollout takes"
+                         % params["ttl"], failure="bad_input", parameter="ttl")
+    try:
+        api = kclient.CoordinationV1Api(cluster_access.api_client(params["kubeconfig"], params["context"]))
+        result = run(module, api)
+    except cluster_access.AccessError as exc:
+        module.fail_json(msg=str(exc), failure="cluster", holder=params["holder"])
+    except ApiException as exc:
+        if exc.status == 409:
+            module.fail_json(msg="another rollout wrote the lock (Lease %s/%s) while this one took it: it holds it "
+                             "now. Nothing was changed; run again once it is done." % (
+                                 params["namespace"], params["name"]), failure="conflict", holder=params["holder"])
+        module.fail_json(msg="the API server refused the lock (Lease %s/%s): %s %s" % (
+            params["namespace"], params["name"], exc.status, exc.reason), failure="cluster", holder=params["holder"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""smshare.kai.rollout_lock against the lab's real API server: the Lease it
+writes, who may take it, and a lock left by a killed run."""
+import datetime
+import json
+import subprocess
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
+
+NAME = "smshare-test-rollout-lock"
+
+
+def lock(lab, check=False, **args):
+    """The module once, on localhost, as a play would run it; its result as a dict."""
+    argv = ["ansible", "localhost", "-m", "smshare.kai.rollout_lock", "-a",
+            json.dumps(dict({"name": NAME, "namespace": "default", "kubeconfig": str(lab.kubeconfig)}, **args))]
+    if check:
+        argv.append("--check")
+    env = dict(lab.env, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(argv, cwd=lab.root, env=env, text=True, capture_output=True, check=False)
+    try:
+        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(f"no module result:\n{proc.stdout}\n{proc.stderr}") from None
+
+
+def lease(lab):
+    found = lab.kubectl("-n", "default", "get", "lease", NAME, "-o", "json", check=False)
+    return json.loads(found.stdout)["spec"] if found.returncode == 0 else None
+
+
+@pytest.fixture
+def clean(lab):
+    lab.kubectl("-n", "default", "delete", "lease", NAME, "--ignore-not-found")
+    yield lab
+    lab.kubectl("-n", "default", "delete", "lease", NAME, "--ignore-not-found")
+
+
+def test_one_holder_at_a_time_and_a_dead_ones_lock_is_taken_after_its_ttl(clean):
+    lab = clean
+    first = lock(lab, holder="rollout-a", ttl=600)
+    assert first["changed"] and first["action"] == "created", first
+    assert lease(lab)["holderIdentity"] == "rollout-a" and lease(lab)["leaseDurationSeconds"] == 600
+    renewed = lock(lab, holder="rollout-a", ttl=600)
+    assert renewed["action"] == "renewed" and lease(lab)["acquireTime"] == lease(lab)["acquireTime"]
+
+    for check in (False, True):   # check mode refuses as a real run would
+        refused = lock(lab, check=check, holder="rollout-b")
+        assert refused.get("failed") and refused["failure"] == "held", refused
+        assert "another rollout holds the lock (Lease default/%s): rollout-a, taken " % NAME in refused["msg"]
+    assert lease(lab)["holderIdentity"] == "rollout-a"
+
+    # rollout-a is killed: its lock, last renewed longer ago than its TTL, is taken over.
+    past = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=601)).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+    lab.kubectl("-n", "default", "patch", "lease", NAME, "--type=merge", "-p", json.dumps({"spec": {"renewTime": past}}))
+    checked = lock(lab, check=True, holder="rollout-b")
+    assert checked["action"] == "taken_over" and lease(lab)["holderIdentity"] == "rollout-a", checked
+    taken = lock(lab, holder="rollout-b")
+    assert taken["action"] == "taken_over" and taken["previous_holder"] == "rollout-a", taken
+    assert lease(lab)["holderIdentity"] == "rollout-b"
+
+
+def test_only_the_holder_gives_the_lock_back(clean):
+    lab = clean
+    assert lock(lab, holder="rollout-a")["action"] == "created"
+    other = lock(lab, holder="rollout-b", state="absent")
+    assert not other["changed"] and other["previous_holder"] == "rollout-a" and lease(lab) is not None, other
+    checked = lock(lab, check=True, holder="rollout-a", state="absent")
+    assert checked["changed"] and lease(lab) is not None
+    released = lock(lab, holder="rollout-a", state="absent")
+    assert released["changed"] and released["action"] == "released" and lease(lab) is None, released
+    again = lock(lab, holder="rollout-a", state="absent")
+    assert not again["changed"] and again["action"] == "none"
