@@ -79,7 +79,7 @@ holder:
   description: The holder this run asked for.
   returned: always
   type: str
-action:
+outcome:
   description: What was done (or, in check mode, would be) - C(created), C(renewed), C(taken_over), C(released), C(none).
   returned: success
   type: str
@@ -175,20 +175,20 @@ def run(module, api):
 
     if params["state"] == "absent":
         if spec is None:
-            return dict(changed=False, action="none", holder=holder, expires="")
+            return dict(changed=False, outcome="none", holder=holder, expires="")
         if spec["holderIdentity"] != holder:
-            return dict(changed=False, action="none", holder=holder, previous_holder=spec["holderIdentity"] or "",
+            return dict(changed=False, outcome="none", holder=holder, previous_holder=spec["holderIdentity"] or "",
                         expires=_rfc3339(_time(spec["renewTime"] or spec["acquireTime"])))
         if not module.check_mode:
             api.delete_namespaced_lease(name, namespace, body=kclient.V1DeleteOptions(
                 preconditions=kclient.V1Preconditions(resource_version=lease.metadata.resource_version)))
-        return dict(changed=True, action="released", holder=holder, expires="")
+        return dict(changed=True, outcome="released", holder=holder, expires="")
 
     action = decide(spec, holder, now)
     if action == "refuse":
         module.fail_json(msg=_held_message(name, namespace, spec), failure="held", holder=holder,
                          previous_holder=spec["holderIdentity"])
-    result = dict(changed=True, action={"create": "created", "renew": "renewed", "take_over": "taken_over"}[action],
+    result = dict(changed=True, outcome={"create": "created", "renew": "renewed", "take_over": "taken_over"}[action],
                   holder=holder, expires=expires)
     if action == "take_over":
         result["previous_holder"] = spec["holderIdentity"] or ""

@@ -40,10 +40,10 @@ def clean(lab):
 def test_one_holder_at_a_time_and_a_dead_ones_lock_is_taken_after_its_ttl(clean):
     lab = clean
     first = lock(lab, holder="rollout-a", ttl=600)
-    assert first["changed"] and first["action"] == "created", first
+    assert first["changed"] and first["outcome"] == "created", first
     assert lease(lab)["holderIdentity"] == "rollout-a" and lease(lab)["leaseDurationSeconds"] == 600
     renewed = lock(lab, holder="rollout-a", ttl=600)
-    assert renewed["action"] == "renewed" and lease(lab)["acquireTime"] == lease(lab)["acquireTime"]
+    assert renewed["outcome"] == "renewed" and lease(lab)["acquireTime"] == lease(lab)["acquireTime"]
 
     for check in (False, True):   # check mode refuses as a real run would
         refused = lock(lab, check=check, holder="rollout-b")
@@ -56,20 +56,20 @@ def test_one_holder_at_a_time_and_a_dead_ones_lock_is_taken_after_its_ttl(clean)
         "%Y-%m-%dT%H:%M:%S.%fZ")
     lab.kubectl("-n", "default", "patch", "lease", NAME, "--type=merge", "-p", json.dumps({"spec": {"renewTime": past}}))
     checked = lock(lab, check=True, holder="rollout-b")
-    assert checked["action"] == "taken_over" and lease(lab)["holderIdentity"] == "rollout-a", checked
+    assert checked["outcome"] == "taken_over" and lease(lab)["holderIdentity"] == "rollout-a", checked
     taken = lock(lab, holder="rollout-b")
-    assert taken["action"] == "taken_over" and taken["previous_holder"] == "rollout-a", taken
+    assert taken["outcome"] == "taken_over" and taken["previous_holder"] == "rollout-a", taken
     assert lease(lab)["holderIdentity"] == "rollout-b"
 
 
 def test_only_the_holder_gives_the_lock_back(clean):
     lab = clean
-    assert lock(lab, holder="rollout-a")["action"] == "created"
+    assert lock(lab, holder="rollout-a")["outcome"] == "created"
     other = lock(lab, holder="rollout-b", state="absent")
     assert not other["changed"] and other["previous_holder"] == "rollout-a" and lease(lab) is not None, other
     checked = lock(lab, check=True, holder="rollout-a", state="absent")
     assert checked["changed"] and lease(lab) is not None
     released = lock(lab, holder="rollout-a", state="absent")
-    assert released["changed"] and released["action"] == "released" and lease(lab) is None, released
+    assert released["changed"] and released["outcome"] == "released" and lease(lab) is None, released
     again = lock(lab, holder="rollout-a", state="absent")
-    assert not again["changed"] and again["action"] == "none"
+    assert not again["changed"] and again["outcome"] == "none"
