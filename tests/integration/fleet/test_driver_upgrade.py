@@ -13,7 +13,8 @@ then resumed with a disruption budget that allows nothing on the last node
 evict there (KAI's reservation pod and a bare fraction: stopped, the pod
 named; then a bare fraction that finishes, waited for), then once more
 (nothing to do). A watcher thread
-records every Node change throughout; the assertions read it, not the logs.
+records every Node change throughout; the assertions read it and the Nodes'
+Events, not the logs.
 """
 import datetime
 import json
@@ -380,6 +381,18 @@ def test_the_rules_held_throughout(fleet):
         assert watcher.current[name]["unschedulable"] == (name == fleet["cordoned"])
         annotations = json.loads(lab.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]["annotations"]
         assert not [k for k in annotations if "driver-upgrade" in k], annotations
+    # `kubectl describe node` tells the last node's story: a budget blocked it, bare pods stopped it, then
+    # it went through every state (the wait for jobs included: a job selector is set).
+    last = fleet["old"][3]
+    described = lab.kubectl("describe", "node", last).stdout
+    assert "DriverUpgradeBlocked" in described and "upgrade-failed: Check no bare pod is left" in described, described
+    events = json.loads(lab.kubectl("-n", "default", "get", "events", "-o", "json", "--field-selector",
+                                    f"involvedObject.kind=Node,involvedObject.name={last},reason=DriverUpgrade")
+                        .stdout)["items"]
+    states = [e["message"].split(":", 1)[0] for e in sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))]
+    assert states[-7:] == ["upgrade-required", "cordon-required", "wait-for-jobs-required", "drain-required",
+                           "pod-restart-required", "validation-required", "upgrade-done"], states
+    assert "upgrade-failed" in states
     # The fractioning agents came back on every node, the training pods run.
     for name in fleet["nodes"]:
         assert len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", name)) == 2, name
