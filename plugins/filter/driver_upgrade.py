@@ -102,8 +102,10 @@ def driver_upgrade_node(node, host, loaded_branch, branch):
 
 
 def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
-    """fleet: [{host, node_name, loaded_branch (int or None)}] of every GPU node; nodes: the
-    cluster's Node objects.
+    """fleet: [{host, node_name, loaded_branch (int or None), unreachable (optional: why
+    Ansible could not reach the host)}] of every GPU node; nodes: the cluster's Node objects.
+    An unreachable node is not upgraded and counts as unavailable, so the others go on
+    within the budget.
 
     Returns {order, batches, serial, max_unavailable, unavailable, nodes, skipped}; raises with a
     message that says what to do when no rollout is possible."""
@@ -118,12 +120,19 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
             "no Kubernetes Node for %s: each GPU node's Node name is driver_upgrade_node_name "
             "(default: the inventory name). Nothing was changed." % ", ".join(missing))
     views = [node_view(e["host"], by_name[e["node_name"]], e.get("loaded_branch"), branch) for e in fleet]
+    for entry, view in zip(fleet, views):
+        view["unreachable"] = str(entry.get("unreachable") or "")
+        view["unavailable"] = view["unavailable"] or bool(view["unreachable"])
     total = len(views)
     limit = resolve_max_unavailable(max_unavailable, total)
     plan_nodes, skipped, wanted = {}, [], []
     for view in views:
         plan_nodes[view["host"]] = view
-        if view["skip_label"]:
+        if view["unreachable"]:
+            view["action"] = "skip"
+            view["reason"] = ("unreachable (%s): not upgraded, counted as unavailable; reach it and run the "
+                              "rollout again" % view["unreachable"])
+        elif view["skip_label"]:
             view["action"], view["reason"] = "skip", "labelled %s=true" % SKIP_LABEL
         elif view["in_progress"]:
             view["action"], view["reason"] = "resume", "resumes at %s" % view["resume_from"]
@@ -169,7 +178,8 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
         # After its batch a node is back in service unless it was out of it before.
         unavailable = (unavailable - done) | {v["host"] for v in batch if v["unschedulable_before"]}
     return {"order": order, "batches": batches, "serial": size, "max_unavailable": limit,
-            "unavailable": at_start, "nodes": plan_nodes, "skipped": skipped}
+            "unavailable": at_start, "nodes": plan_nodes, "skipped": skipped,
+            "unreachable": [v["host"] for v in views if v["unreachable"]]}
 
 
 def gpu_holding_pods(pods, node_name):

@@ -147,3 +147,16 @@ def test_the_role_and_the_filter_name_the_same_states_and_keys():
     assert role_vars["__driver_upgrade_state_label"] == du.STATE_LABEL
     assert role_vars["__driver_upgrade_initial_annotation"] == du.INITIAL_STATE_ANNOTATION
     assert role_vars["__driver_upgrade_target_annotation"] == du.TARGET_ANNOTATION
+
+
+def test_an_unreachable_node_is_skipped_counted_unavailable_and_the_others_go_on():
+    hosts, nodes = fleet(*four_on_580(n2=node("n2", ready=False)))
+    hosts[1]["unreachable"] = "podman exec failed"
+    result = du.driver_upgrade_plan(hosts, nodes, 615, 2, 2)
+    assert result["order"] == ["n1", "n3", "n4"] and result["unreachable"] == ["n2"]
+    assert result["batches"] == [1, 1, 1], "its slot is taken for the whole rollout"
+    assert result["nodes"]["n2"]["action"] == "skip" and result["unavailable"] == ["n2"]
+    assert result["nodes"]["n2"]["reason"].startswith("unreachable (podman exec failed): not upgraded")
+    # Reachable but NotReady is still a node to upgrade (its driver may be why), and it goes first.
+    hosts[1].pop("unreachable")
+    assert du.driver_upgrade_plan(hosts, nodes, 615, 2, 2)["order"][0] == "n2"
