@@ -123,6 +123,11 @@ def running(lab, selector, node=None, namespace=NAMESPACE):
             and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
 
 
+def flat(text):
+    """Output with its line breaks undone (the YAML callback folds long strings)."""
+    return " ".join(text.split())
+
+
 def lock_holder(lab):
     found = lab.kubectl("-n", "kube-system", "get", "lease", "smshare-driver-upgrade",
                         "-o", "jsonpath={.spec.holderIdentity}", check=False)
@@ -171,9 +176,10 @@ def test_an_unreachable_node_is_left_out_and_counted_unavailable(fleet):
     finally:
         subprocess.run(["podman", "unpause", current], check=False, capture_output=True)
     assert proc.returncode == 0, describe(proc)
-    assert re.search(rf"{current}: skip \(unreachable \(.+\): not upgraded, counted as unavailable", proc.stdout), \
+    assert re.search(rf"{current}: skip \(unreachable \(.+\): not upgraded, counted as unavailable", flat(proc.stdout)), \
         describe(proc)
-    assert re.search(r"unavailable now: \S+, \S+\)", proc.stdout) and "batches 2, 1, 1" in proc.stdout, describe(proc)
+    assert re.search(r"unavailable now: \S+, \S+\)", flat(proc.stdout)) and "batches 2, 1, 1" in flat(proc.stdout), \
+        describe(proc)
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -325,9 +331,9 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     assert re.search(rf"1 node\(s\) not upgraded, each left as it was: "
                      rf"{last}: not cordoned after driver_upgrade_budget_timeout \(3 s\): "
                      rf"PodDisruptionBudget {NAMESPACE}/keeper allows 0 disruption\(s\) now and draining {last} "
-                     rf"would evict 1 of its pods \({NAMESPACE}/keeper-", proc.stdout), describe(proc)
+                     rf"would evict 1 of its pods \({NAMESPACE}/keeper-", flat(proc.stdout)), describe(proc)
     assert report_of(fleet)[last]["state"] == "blocked"
-    assert f"Took over the rollout lock from {dead}: it had expired." in proc.stdout, describe(proc)
+    assert f"Took over the rollout lock from {dead}: it had expired." in flat(proc.stdout), describe(proc)
     assert lock_holder(lab) is None, "a rollout that ends blocked gives its lock back"
 
     # Relaxed, the budget lets the node go on, to the bare pods: the default policy
@@ -344,7 +350,7 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
             f"and its driver was not changed: {NAMESPACE}/holdout.") in note, note
     # The pods that asked not to be disrupted were named, with their fate, before anything touched them.
     assert (f"pod {RESERVATION_NAMESPACE}/{reservation['metadata']['name']} (KAI reservation pod, requests "
-            "nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt): deleted before the drain") in proc.stdout, \
+            "nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt): deleted before the drain") in flat(proc.stdout), \
         describe(proc)
     assert pod_phase(lab, NAMESPACE, "holdout") == "Running", "a stopped node's pods are left alone"
 
