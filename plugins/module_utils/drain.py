@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.smshare.kai.plugins.module_utils.gpu_holders import (
-    DO_NOT_DISRUPT, DONE_PHASES, MIRROR, RESERVATION_NAMESPACE, pod_gpu_reasons)
+    DO_NOT_DISRUPT, MIRROR, RESERVATION_NAMESPACE, pod_gpu_reasons, running_on)
 
 
 def _bare(meta):
@@ -51,12 +51,8 @@ def drain_plan(pods, node_name, force=False, policy="stop", selective=False):
     Rows as holding_pods() writes them: namespace, name, why, action, text.
     """
     plan = {"do_not_disrupt": [], "reservation": [], "bare": []}
-    for pod in pods or []:
+    for pod in running_on(pods, node_name):
         meta = pod.get("metadata") or {}
-        if (pod.get("spec") or {}).get("nodeName") != node_name:
-            continue
-        if (pod.get("status") or {}).get("phase") in DONE_PHASES:
-            continue
         reasons = pod_gpu_reasons(pod)
         why = ", ".join(reasons) or "holds no GPU"
         row = {"kind": "pod", "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),

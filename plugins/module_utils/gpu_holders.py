@@ -95,15 +95,19 @@ def _pod_action(pod, reasons):
             "evict or delete it (kubectl delete pod %s)" % ref)
 
 
+def running_on(pods, node_name):
+    """The pods bound to node_name that have not finished."""
+    for pod in pods or []:
+        if (pod.get("spec") or {}).get("nodeName") == node_name and \
+                (pod.get("status") or {}).get("phase") not in DONE_PHASES:
+            yield pod
+
+
 def holding_pods(pods, node_name):
     """Rows for the pods bound to node_name, not finished, that hold a GPU."""
     rows = []
-    for pod in pods or []:
+    for pod in running_on(pods, node_name):
         meta = pod.get("metadata") or {}
-        if (pod.get("spec") or {}).get("nodeName") != node_name:
-            continue
-        if (pod.get("status") or {}).get("phase") in DONE_PHASES:
-            continue
         reasons = pod_gpu_reasons(pod)
         if not reasons:
             continue
