@@ -54,12 +54,13 @@ def drain_plan(pods, node_name, force=False, policy="stop", selective=False):
     for pod in running_on(pods, node_name):
         meta = pod.get("metadata") or {}
         reasons = pod_gpu_reasons(pod)
-        why = ", ".join(reasons) or "holds no GPU"
+        annotations = meta.get("annotations") or {}
+        do_not_disrupt = str(annotations.get(DO_NOT_DISRUPT, "")).lower() == "true"
+        why = ", ".join((reasons or ["holds no GPU"]) + (["annotated %s" % DO_NOT_DISRUPT] if do_not_disrupt else []))
         row = {"kind": "pod", "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
                "why": why, "action": _fate(meta, reasons, force, policy, selective)}
         row["text"] = "pod %s/%s (%s): %s" % (row["namespace"], row["name"], row["why"], row["action"])
-        annotations = meta.get("annotations") or {}
-        if str(annotations.get(DO_NOT_DISRUPT, "")).lower() == "true":
+        if do_not_disrupt:
             plan["do_not_disrupt"].append(row)
         if meta.get("namespace") == RESERVATION_NAMESPACE:
             plan["reservation"].append(row)

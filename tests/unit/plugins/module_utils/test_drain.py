@@ -38,7 +38,9 @@ def test_the_do_not_disrupt_pods_are_named_with_their_fate():
     assert "binder re-creates it" in fates["gpu-reservation-gpu-01-x7k2p"]
     assert fates["keep"] == "evicted by the drain if driver_upgrade_drain_pod_selectors select it"
     assert "then deleted (driver_upgrade_bare_pods: delete)" in fates["solo"]
-    assert plan["do_not_disrupt"][1]["text"].startswith("pod team-a/keep (requests nvidia.com/gpu): evicted")
+    assert plan["do_not_disrupt"][1]["text"].startswith(
+        "pod team-a/keep (requests nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt): evicted")
+    assert plan["do_not_disrupt"][2]["why"] == "holds no GPU, annotated karpenter.sh/do-not-disrupt"
 
 
 def test_a_forced_drain_leaves_no_bare_pod_to_wait_for_but_still_the_reservation_pods():
