@@ -359,20 +359,30 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=25)))
     wait_until(lambda: pod_phase(lab, NAMESPACE, "short-fraction") == "Running", 60, "the short fraction to run")
     resumed = time.time()
-    proc = fleet["playbook"]()
-    assert proc.returncode == 0, describe(proc)
-    short = json.loads(lab.kubectl("-n", NAMESPACE, "get", "pod", "short-fraction", "-o", "json").stdout)
-    assert short["status"]["phase"] == "Succeeded", short["status"]
-    finished = datetime.datetime.strptime(
-        short["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"], "%Y-%m-%dT%H:%M:%SZ") \
-        .replace(tzinfo=datetime.timezone.utc).timestamp()
+    proc = fleet["playbook"](background=True)
+    finished = None
+    try:   # the drain deletes the finished pod: its end is read while the rollout runs
+        while finished is None and proc.poll() is None:
+            found = lab.kubectl("-n", NAMESPACE, "get", "pod", "short-fraction", "-o", "json", check=False)
+            status = json.loads(found.stdout)["status"] if found.returncode == 0 else {}
+            if status.get("phase") == "Succeeded":
+                finished = datetime.datetime.strptime(
+                    status["containerStatuses"][0]["state"]["terminated"]["finishedAt"], "%Y-%m-%dT%H:%M:%SZ") \
+                    .replace(tzinfo=datetime.timezone.utc).timestamp()
+            time.sleep(1)
+        output = proc.communicate(timeout=RUN_TIMEOUT)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, output[-6000:]
+    assert finished, "the short fraction was not seen finished"
     states = watcher.changes_of(last, resumed, "state")
     drain = [t for t, d in states if d["state"] == "drain-required"]
     restart = [t for t, d in states if d["state"] == "pod-restart-required"]
     assert drain and restart and drain[0] - 1 <= finished <= restart[0] + 1, (finished, states)
     gone = lab.kubectl("-n", RESERVATION_NAMESPACE, "get", "pod", reservation["metadata"]["name"], check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr, "the reservation pod was deleted"
-    lab.kubectl("-n", NAMESPACE, "delete", "pod", "short-fraction", "--wait=false")
+    lab.kubectl("-n", NAMESPACE, "delete", "pod", "short-fraction", "--ignore-not-found", "--wait=false")
     assert lock_holder(lab) is None, "a finished rollout gives its lock back"
     time.sleep(2)
     for name in first_batch:   # done before the kill: not touched again
@@ -385,7 +395,7 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     rows = report_of(fleet)
     assert json.loads(fleet["report"].read_text())["finished"] is True
     assert {rows[n]["state"] for n in fleet["old"] if n not in first_batch} == {"upgrade-done"}
-    assert "rollout to branch 615" in proc.stdout
+    assert "rollout to branch 615" in output
 
 
 def test_the_rules_held_throughout(fleet):
