@@ -68,10 +68,13 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
 
 
 @pytest.fixture(scope="module")
-def second_runs(lab, converged):
+def second_runs(lab, kai_install):
     """A re-run and a --check --diff run of site.yml on the converged lab, side by side
     (neither may change anything, so neither can disturb the other), with every boolean
-    knob of the check run given as `-e name=false` gives it: a string."""
+    knob of the check run given as `-e name=false` gives it: a string. Module-scoped, so
+    on the session's install (`converged` is per test)."""
+    if not kai_install.installed:
+        pytest.fail("KAI was uninstalled by an earlier test in this session")
     before = releases(lab)
     flags = flags_as_the_command_line_gives_them(lab)
     assert len(flags) > 20, flags
