@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -354,14 +355,19 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
         describe(proc)
     assert pod_phase(lab, NAMESPACE, "holdout") == "Running", "a stopped node's pods are left alone"
 
-    # A fraction that finishes in a while is waited for, then the node drains.
+    # A fraction that finishes in a while is waited for, then the node drains. It starts
+    # with the rollout and outlasts its way to the drain (about 30 s under CI's load).
     lab.kubectl("-n", NAMESPACE, "delete", "pod", "holdout", "--wait=true")
-    lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=25)))
-    wait_until(lambda: pod_phase(lab, NAMESPACE, "short-fraction") == "Running", 60, "the short fraction to run")
     resumed = time.time()
     proc = fleet["playbook"](background=True)
+    said = []   # drained as it comes: a full pipe would stop the play
+    reader = threading.Thread(target=lambda: said.append(proc.stdout.read()), daemon=True)
+    reader.start()
     finished = None
     try:   # the drain deletes the finished pod: its end is read while the rollout runs
+        lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=90)))
+        wait_until(lambda: pod_phase(lab, NAMESPACE, "short-fraction") in ("Running", "Succeeded"), 60,
+                   "the short fraction to run")
         while finished is None and proc.poll() is None:
             found = lab.kubectl("-n", NAMESPACE, "get", "pod", "short-fraction", "-o", "json", check=False)
             status = json.loads(found.stdout)["status"] if found.returncode == 0 else {}
@@ -370,10 +376,12 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
                     status["containerStatuses"][0]["state"]["terminated"]["finishedAt"], "%Y-%m-%dT%H:%M:%SZ") \
                     .replace(tzinfo=datetime.timezone.utc).timestamp()
             time.sleep(1)
-        output = proc.communicate(timeout=RUN_TIMEOUT)[0]
+        proc.wait(timeout=RUN_TIMEOUT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        reader.join(60)
+    output = "".join(said)
     assert proc.returncode == 0, output[-6000:]
     assert finished, "the short fraction was not seen finished"
     states = watcher.changes_of(last, resumed, "state")
