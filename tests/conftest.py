@@ -98,33 +98,15 @@ class Lab:
         return subprocess.run([sys.executable, str(LABCTL), *args], env=self.env, text=True,
                               capture_output=True, check=check)
 
-    def _playbook_argv(self, playbook, args, extra_vars):
+    def playbook(self, playbook, *args, extra_vars=None, check=False):
+        """ansible-playbook against the lab inventory; returns the CompletedProcess."""
         argv = ["ansible-playbook", str(playbook)]
         for inv in self.inventory:
             argv += ["-i", inv]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
-        return argv + list(args)
-
-    def playbook(self, playbook, *args, extra_vars=None, check=False):
-        """ansible-playbook against the lab inventory; returns the CompletedProcess."""
-        return subprocess.run(self._playbook_argv(playbook, args, extra_vars), env=self.env, text=True,
-                              capture_output=True, check=check, cwd=REPO)
-
-    def playbooks_at_once(self, *runs):
-        """Several ansible-playbook runs side by side, each (playbook, args...) against the
-        lab inventory; their CompletedProcesses in the same order. Only for runs that may
-        share the lab at once: ones that change nothing on it."""
-        started = []
-        for playbook, *args in runs:
-            argv = self._playbook_argv(playbook, args, None)
-            started.append((argv, subprocess.Popen(argv, env=self.env, text=True, cwd=REPO,
-                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
-        done = []
-        for argv, proc in started:
-            out, err = proc.communicate()
-            done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
-        return done
+        argv += list(args)
+        return subprocess.run(argv, env=self.env, text=True, capture_output=True, check=check, cwd=REPO)
 
     def load_image(self, ref):
         """Import a podman image into the node tier's containerd (for pods)."""
