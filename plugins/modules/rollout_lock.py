@@ -104,7 +104,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import cluster_access
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, validate
 
 try:
     from kubernetes import client as kclient
@@ -114,6 +114,10 @@ except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
     KUBERNETES_IMPORT_ERROR = None
+
+
+NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+NAMESPACE_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
 def _time(value):
@@ -223,12 +227,16 @@ def main():
     if kclient is None:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
                          failure="missing_library")
-    if not params["holder"].strip() or len(params["holder"]) > 253:
-        module.fail_json(msg="holder=%r: must say who holds the lock, 1 to 253 characters" % params["holder"],
-                         failure="bad_input", parameter="holder")
-    if params["ttl"] < 1:
-        module.fail_json(msg="ttl=%d: must be 1 second or more, longer than a batch of the rollout takes"
-                         % params["ttl"], failure="bad_input", parameter="ttl")
+    try:
+        validate.text("name", params["name"], example="smshare-driver-upgrade", pattern=NAME_RE, max_length=253,
+                      rule="must be a Kubernetes object name (lower case letters, digits, - and .)")
+        validate.text("namespace", params["namespace"], example="kube-system", pattern=NAMESPACE_RE, max_length=63,
+                      rule="must be a namespace name (lower case letters, digits and -)")
+        validate.text("holder", params["holder"].strip() and params["holder"], max_length=253,
+                      example="ops@bastion-1 driver_upgrade to 615 2026-12-04T18:00:00Z")
+        validate.integer("ttl", params["ttl"], example="3600 (longer than a batch of the rollout takes)", minimum=1)
+    except validate.BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
     try:
         api = kclient.CoordinationV1Api(cluster_access.api_client(params["kubeconfig"], params["context"]))
         result = run(module, api)

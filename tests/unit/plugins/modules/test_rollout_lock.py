@@ -40,10 +40,15 @@ def test_the_refusal_names_the_holder_and_how_to_free_a_dead_one():
 
 
 @pytest.mark.parametrize("args, words", [
-    ({"holder": " "}, "holder=' ': must say who holds the lock"),
-    ({"holder": "x" * 254}, "1 to 253 characters"),
-    ({"holder": "me", "ttl": 0}, "ttl=0: must be 1 second or more"),
-])
+    ({"holder": " "}, "holder="),
+    ({"holder": "x" * 254}, "must be at most 253 characters"),
+    ({"holder": "me\nyou"}, "must not contain control characters"),
+    ({"holder": "me", "ttl": 0}, "ttl=0"),
+    ({"holder": "me", "name": "Smshare_Lock"}, "must be a Kubernetes object name"),
+    ({"holder": "me", "namespace": "kube-system\n"}, "namespace="),
+    ({"holder": "me", "namespace": "a" * 64}, "must be at most 63 characters"),
+], ids=["holder-blank", "holder-too-long", "holder-control", "ttl-zero", "name-rule", "namespace-newline",
+        "namespace-too-long"])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
     done = run_module(monkeypatch, rollout_lock.main, dict(args, kubeconfig="/nonexistent/kubeconfig"))
     assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"]
