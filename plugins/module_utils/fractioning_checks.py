@@ -163,10 +163,10 @@ def _container_ready(pod, name):
 
 
 def failing_containers(pods, rows=None):
-    """The containers of the DaemonSets' pods that are not ready, one entry each:
-    {pod, node, component, container, previous (read the last run's log: it
-    crashed and waits to restart), reason, memory_limit}. rows (daemonsets_ready's) limit
-    the pods to those it lists as not ready."""
+    """The logs to read of the DaemonSets' pods' containers that are not ready:
+    {pod, node, component, container, previous (the run before this one), reason,
+    memory_limit}; a container that restarted has two entries, previous first.
+    rows (daemonsets_ready's) limit the pods to those it lists as not ready."""
     wanted = None
     if rows is not None:
         wanted = set(p.get("pod") for r in rows or [] if not r.get("ok") for p in r.get("not_ready") or [])
@@ -180,16 +180,19 @@ def failing_containers(pods, rows=None):
             if ready:
                 continue
             state = status.get("state") or {}
-            # Waiting to restart after a crash: the last run's log says why. Just
-            # exited (terminated): its own log does (the kubelet may have dropped
-            # the run before it).
-            crashed = int(status.get("restartCount") or 0) > 0 and "waiting" in state
-            found.append({"pod": meta.get("name"), "node": spec.get("nodeName") or "(unscheduled)",
-                          "component": (meta.get("labels") or {}).get(COMPONENT_LABEL) or "",
-                          "container": container.get("name"), "previous": crashed,
-                          "reason": ((state.get("waiting") or {}).get("reason")
-                                     or (state.get("terminated") or {}).get("reason") or "not ready"),
-                          "memory_limit": ((container.get("resources") or {}).get("limits") or {}).get("memory")})
+            # A container that restarted may be in any state by the time its log
+            # is read (waiting, starting again, just exited): the crash is in this
+            # run's log or the one before, so both are read (symptoms joins them).
+            restarted = int(status.get("restartCount") or 0) > 0
+            entry = {"pod": meta.get("name"), "node": spec.get("nodeName") or "(unscheduled)",
+                     "component": (meta.get("labels") or {}).get(COMPONENT_LABEL) or "",
+                     "container": container.get("name"), "previous": False,
+                     "reason": ((state.get("waiting") or {}).get("reason")
+                                or (state.get("terminated") or {}).get("reason") or "not ready"),
+                     "memory_limit": ((container.get("resources") or {}).get("limits") or {}).get("memory")}
+            if restarted:
+                found.append(dict(entry, previous=True))
+            found.append(entry)
     return found
 
 
@@ -214,6 +217,23 @@ def _hit(lines, pattern):
     return None
 
 
+def _logs_per_container(logs):
+    """(item, lines) per container: the runs read for one container (the one
+    before and this one, failing_containers' two entries) as one log, oldest first."""
+    joined, order = {}, []
+    for result in logs or []:
+        item = result.get("item") or result
+        lines = result.get("log_lines")
+        if lines is None:
+            lines = (result.get("log") or "").splitlines()
+        key = (item.get("pod"), item.get("container"))
+        if key not in joined:
+            order.append(key)
+            joined[key] = [item, [], []]
+        joined[key][1 if item.get("previous") else 2].extend(lines or [])
+    return [(joined[key][0], joined[key][1] + joined[key][2]) for key in order]
+
+
 def symptoms(logs=None, config=None, settings=None, nodes=None):
     """The guide's Troubleshooting rows the verify meets. logs: k8s_log results
     (each with `item` from failing_containers and `log_lines`) or plain dicts with
@@ -222,11 +242,7 @@ def symptoms(logs=None, config=None, settings=None, nodes=None):
     gpu_operator_minimum_version). Returns [{symptom, pod, node, evidence, message}]."""
     settings = settings or {}
     found = []
-    for result in logs or []:
-        item = result.get("item") or result
-        lines = result.get("log_lines")
-        if lines is None:
-            lines = (result.get("log") or "").splitlines()
+    for item, lines in _logs_per_container(logs):
         pod, node, component = item.get("pod") or "?", item.get("node") or "?", item.get("component") or ""
         if component == "mpsd" or item.get("container") == "mpsd":
             evidence = _hit(lines, r"CUDA_ERROR_OUT_OF_MEMORY")

@@ -132,20 +132,32 @@ def test_failing_containers():
                 containers=["fractiond", "metricsd"]),
             pod("mpsd-ok", "mpsd", [running("mpsd", True)], node="gpu-2"),
             pod("mpsd-old", "mpsd", [crashing()], deleting=True)]
+    mpsd_x = {"pod": "mpsd-x", "node": "gpu-1", "component": "mpsd", "container": "mpsd", "previous": True,
+              "reason": "CrashLoopBackOff", "memory_limit": "256Mi"}
     assert checks.failing_containers(pods) == [
-        {"pod": "mpsd-x", "node": "gpu-1", "component": "mpsd", "container": "mpsd", "previous": True,
-         "reason": "CrashLoopBackOff", "memory_limit": "256Mi"},
+        mpsd_x, dict(mpsd_x, previous=False),
         {"pod": "fractiond-y", "node": "gpu-1", "component": "fractiond", "container": "fractiond",
          "previous": False, "reason": "not ready", "memory_limit": None}]
     rows = [{"ok": False, "not_ready": [{"pod": "fractiond-y"}]}, {"ok": True, "not_ready": []}]
     assert [c["pod"] for c in checks.failing_containers(pods, rows)] == ["fractiond-y"]
 
 
-def test_a_container_that_just_exited_is_read_from_its_own_run():
-    """Terminated, not yet restarted: the kubelet may keep no run before it."""
-    [found] = checks.failing_containers([pod("mpsd-x", "mpsd", [{"name": "mpsd", "ready": False, "restartCount": 2,
-                                                                 "state": {"terminated": {"reason": "Error"}}}])])
-    assert (found["previous"], found["reason"]) == (False, "Error")
+@pytest.mark.parametrize("state", [{"terminated": {"reason": "Error"}}, {"running": {}},
+                                   {"waiting": {"reason": "CrashLoopBackOff"}}])
+def test_a_container_that_restarted_is_read_from_this_run_and_the_one_before(state):
+    """It may have restarted, or crashed again, between the read of the pod and of its log."""
+    found = checks.failing_containers([pod("mpsd-x", "mpsd", [{"name": "mpsd", "ready": False, "restartCount": 2,
+                                                               "state": state}])])
+    assert [f["previous"] for f in found] == [True, False]
+
+
+def test_the_runs_of_one_container_are_one_log():
+    """The crash in the run before counts when this run has not printed it yet."""
+    [item_before, item_now] = checks.failing_containers([pod("mpsd-x", "mpsd", [crashing()])])
+    found = checks.symptoms([{"item": item_before, "log_lines": [OOM_LINE]},
+                             {"item": item_now, "log_lines": ["[2026-09-18 12:00:05.000 Control  4243] Starting"]}],
+                            nodes=NODES)
+    assert [f["symptom"] for f in found] == ["mpsd_out_of_memory"]
 
 
 def test_a_container_that_never_started_is_read_from_its_current_run():
