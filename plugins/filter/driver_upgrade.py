@@ -58,11 +58,15 @@ def resolve_max_unavailable(value, total):
     return max(1, int(math.ceil(total * number / 100.0))) if percent else number
 
 
-def _ready(node):
+def _ready_condition(node):
     for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+            return condition
+    return {}
+
+
+def _ready(node):
+    return _ready_condition(node).get("status") == "True"
 
 
 def _meta(node, key):
@@ -88,6 +92,8 @@ def node_view(host, node, loaded_branch, branch):
     return {
         "host": host, "node": node["metadata"]["name"], "state": state, "loaded_branch": loaded_branch,
         "unschedulable": unschedulable, "unavailable": unschedulable or not _ready(node),
+        # When a node that is not Ready stopped being Ready ('' when Ready or unknown).
+        "not_ready_since": "" if _ready(node) else str(_ready_condition(node).get("lastTransitionTime") or ""),
         "unschedulable_before": before, "in_progress": in_progress, "resume_from": resume,
         "skip_label": str(labels.get(SKIP_LABEL, "")).lower() == "true",
         "annotations": dict(annotations),
@@ -141,6 +147,8 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
         else:
             view["action"] = "upgrade"
             view["reason"] = "loaded branch %s" % (view["loaded_branch"] or "none")
+        if view["not_ready_since"] and not view["unreachable"]:
+            view["reason"] += "; NotReady since %s" % view["not_ready_since"]
         if view["action"] == "skip":
             skipped.append(view["host"])
         else:
@@ -189,6 +197,17 @@ def gpu_holding_pods(pods, node_name):
     return gpu_holders.holding_pods(pods, node_name)
 
 
+def driver_upgrade_mps_holders(clients, pods=None):
+    """The MPS clients still attached to a node's daemon, as holder rows (module_utils/gpu_holders.py)."""
+    if not isinstance(clients, list):
+        raise AnsibleFilterError("driver_upgrade_mps_holders: expects mps_info's state.clients (a list), got %s"
+                                 % type(clients).__name__)
+    if pods is not None and not isinstance(pods, list):
+        raise AnsibleFilterError("driver_upgrade_mps_holders: pods must be a list of Pod objects, got %s"
+                                 % type(pods).__name__)
+    return gpu_holders.mps_client_rows(clients, pods)
+
+
 def driver_upgrade_drain_plan(pods, node_name, force=False, policy="stop", selective=False):
     """What stands in the drain's way on node_name (module_utils/drain.py)."""
     if not isinstance(pods, list):
@@ -211,5 +230,6 @@ def driver_upgrade_budget_blocks(pdbs, pods, node_name, force=False):
 class FilterModule(object):
     def filters(self):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
-                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
+                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
+                "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
                 "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks}

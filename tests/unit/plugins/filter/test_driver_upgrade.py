@@ -160,3 +160,13 @@ def test_an_unreachable_node_is_skipped_counted_unavailable_and_the_others_go_on
     # Reachable but NotReady is still a node to upgrade (its driver may be why), and it goes first.
     hosts[1].pop("unreachable")
     assert du.driver_upgrade_plan(hosts, nodes, 615, 2, 2)["order"][0] == "n2"
+
+
+def test_a_node_that_is_not_ready_says_since_when():
+    late = node("n2", ready=False)
+    late["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-04T20:01:02Z"
+    hosts, nodes = fleet(*four_on_580(n2=late))
+    result = du.driver_upgrade_plan(hosts, nodes, 615, 2, 2)
+    assert result["nodes"]["n2"]["not_ready_since"] == "2026-12-04T20:01:02Z"
+    assert result["nodes"]["n2"]["reason"] == "loaded branch 580; NotReady since 2026-12-04T20:01:02Z"
+    assert result["nodes"]["n1"]["not_ready_since"] == "" and result["nodes"]["n1"]["reason"] == "loaded branch 580"
