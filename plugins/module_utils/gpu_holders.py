@@ -10,7 +10,10 @@ Two views, one row shape ({kind, namespace, name, why, action, text}):
   the binder's `nvidia.com/container.<c>.gpus.devices` annotation, and KAI's
   reservation pods (bare pods in `kai-resource-reservation`);
 - the node's processes with an NVIDIA device (`/dev/nvidia*`) open, read
-  from /proc, each named with the pod its cgroup belongs to when it has one.
+  from /proc, each named with the pod its cgroup belongs to when it has one;
+- the clients attached to the node's MPS control daemon (mps_info's
+  `client list`), each named with the pod container whose namespace it uses
+  (the fork's mpsd names a namespace after the container ID).
 
 The driver stack's own processes (persistenced, Fabric Manager, the device
 plugin...) hold the devices by design and are passed in as allowed names.
@@ -22,6 +25,8 @@ __metaclass__ = type
 import errno
 import os
 import re
+
+from ansible_collections.smshare.kai.plugins.module_utils import mps
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
@@ -182,6 +187,46 @@ def holding_processes(processes, allowed, pods=None):
                "action": ("delete its pod, or let it finish" if process.get("pod_uid") else
                           "stop it (its service or job) before the driver changes; if it belongs to the driver "
                           "stack, add %r to driver_upgrade_holders_allowed_processes" % process["comm"])}
+        row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
+        rows.append(row)
+    return rows
+
+
+def _namespace_owners(pods):
+    """{fork namespace name: 'namespace/pod (container c)'} for the pods' containers."""
+    owners = {}
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        for entry in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+            found = str(entry.get("containerID") or "").split("://", 1)[-1]
+            if found.strip():
+                owners[mps.fork_namespace_name(found)] = "%s/%s (container %s)" % (
+                    meta.get("namespace", ""), meta.get("name", ""), entry.get("name", ""))
+    return owners
+
+
+def mps_client_rows(clients, pods=None):
+    """Rows for the clients attached to the node's MPS control daemon: mps_info's
+    state.clients (v3: pid, server, device, namespace, command; legacy: pid and
+    server_pid), named with the pod whose container's namespace they use."""
+    owners = _namespace_owners(pods)
+    rows = []
+    for client in clients or []:
+        pid = client.get("pid")
+        command = client.get("command") or ""
+        where = ("namespace %s of server %s" % (client.get("namespace"), client.get("server"))
+                 if client.get("namespace") else
+                 "server pid %s" % client.get("server_pid") if client.get("server_pid") else "the MPS daemon")
+        pod = owners.get(client.get("namespace") or "")
+        row = {"kind": "mps_client", "namespace": "", "name": "MPS client pid %s%s" % (
+                   pid, " (%s)" % command if command else ""),
+               "why": "attached to %s%s" % (where, ", in pod " + pod if pod else ""),
+               "action": ("delete its pod, or let it finish" if pod else
+                          "end it, or detach it (%s): the fractioning agents leave the node next, and their "
+                          "daemon with them" % ("echo terminate_client %s %s | nvidia-cuda-mps-control"
+                                                % (client["server_pid"], pid) if client.get("server_pid") else
+                                                "nvidia-cuda-mps-control -p 3 client terminate %s" % pid))}
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows

@@ -16,6 +16,7 @@ named; then a bare fraction that finishes, waited for), then once more
 records every Node change throughout; the assertions read it and the Nodes'
 Events, not the logs.
 """
+import calendar
 import datetime
 import json
 import os
@@ -153,6 +154,11 @@ def node_marks(lab, names):
                                     n["spec"].get("unschedulable", False)) for n in items}
 
 
+def row_since(row):
+    """A report row's since (UTC, to the second) as epoch seconds."""
+    return calendar.timegm(time.strptime(row["since"], "%Y-%m-%dT%H:%M:%SZ"))
+
+
 def report_of(fleet):
     return {row["node"]: row for row in json.loads(fleet["report"].read_text())["nodes"]}
 
@@ -193,6 +199,8 @@ def test_an_unreachable_node_is_left_out_and_counted_unavailable(fleet):
      ["driver_upgrade_driver_label is 'nvidia.com/cuda driver-version'", "Node label key"]),
     ({"driver_upgrade_agent_condition": "gpu-fractioning.nvidia.com/"},
      ["driver_upgrade_agent_condition is 'gpu-fractioning.nvidia.com/'", "Node condition type"]),
+    ({"driver_upgrade_mps_pipe_directory": "run/nvidia-mps"},
+     ["driver_upgrade_mps_pipe_directory is 'run/nvidia-mps'", "an absolute path without spaces"]),
     ({"driver_upgrade_kubeconfig": "/nonexistent/smshare-kubeconfig"},
      ["driver_upgrade_kubeconfig is /nonexistent/smshare-kubeconfig, which does not exist", "Nothing was changed"]),
 ])
@@ -226,6 +234,70 @@ def let_go_of_the_gpu(node):
     subprocess.run(["podman", "exec", node, "sh", "-c",
                     f'kill "$(cat {HOLDER_PID})"; rm -f {HOLDER_PID}; '
                     f"test -e {HOLDER_DEVICE} && rm -f /dev/nvidia0 {HOLDER_DEVICE}; true"], check=False)
+
+
+MPS_PIPE = "/run/nvidia-mps"   # driver_upgrade_mps_pipe_directory's default: mpsd's host path
+MPS_CLIENT_PID = "/run/smshare-test-mps-client.pid"
+# A client of the stand-in daemon (lab/standin/CONTRACT.md: the lab's client
+# protocol): attach, then stay attached until killed.
+MPS_CLIENT = f"""
+import json, os, socket, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect("{MPS_PIPE}/control")
+sock.sendall(json.dumps({{"client": {{"requested": "100", "pid": os.getpid(), "cmd": "trainer", "device": ""}}}}).encode() + b"\\n")
+answer = b""
+while not answer.endswith(b"\\n"):
+    answer += sock.recv(65536)
+open("{MPS_CLIENT_PID}", "w").write(str(os.getpid()))
+time.sleep(3600)
+"""
+
+
+def attach_an_mps_client(node):
+    """The node's MPS daemon (as mpsd runs it, on its host path) with a client attached.
+    The node is on 580: the daemon speaks the legacy protocol."""
+    env = f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE} CUDA_MPS_LOG_DIRECTORY=/var/log/nvidia-mps"
+    subprocess.run(["podman", "exec", node, "sh", "-c",
+                    f"rm -f {MPS_CLIENT_PID}; mkdir -p {MPS_PIPE} /var/log/nvidia-mps; "
+                    f"{env} nvidia-cuda-mps-control -d"], check=True, capture_output=True)
+    subprocess.run(["podman", "exec", "-d", node, "python3", "-c", MPS_CLIENT], check=True)
+    wait_until(lambda: subprocess.run(["podman", "exec", node, "test", "-s", MPS_CLIENT_PID],
+                                      check=False).returncode == 0, 15, "the MPS client to attach")
+    return int(subprocess.run(["podman", "exec", node, "cat", MPS_CLIENT_PID], check=True, text=True,
+                              capture_output=True).stdout)
+
+
+def detach_the_mps_client(node):
+    subprocess.run(["podman", "exec", node, "sh", "-c",
+                    f'kill "$(cat {MPS_CLIENT_PID})"; rm -f {MPS_CLIENT_PID}; '
+                    f"echo quit | CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE} nvidia-cuda-mps-control; "
+                    f"sleep 1; rm -rf {MPS_PIPE}; true"], check=False, capture_output=True)
+
+
+def test_an_attached_mps_client_stops_its_node_before_the_agents_leave(fleet):
+    """After the drain a client still attached to the node's MPS daemon would lose its
+    server with the agents: the node fails, the client named, its agents left in place."""
+    lab, watcher, first = fleet["lab"], fleet["watcher"], fleet["cordoned"]   # the plan's first node
+    start = time.time()
+    try:
+        pid = attach_an_mps_client(first)
+        proc = fleet["playbook"](extra={"driver_upgrade_serial": 1, "driver_upgrade_holders_timeout": 3})
+    finally:
+        detach_the_mps_client(first)
+    assert proc.returncode != 0, describe(proc)
+    note = json.loads(lab.kubectl("get", "node", first, "-o", "json").stdout)["metadata"]["annotations"][
+        "smshare.kai/driver-upgrade-failure"]
+    assert re.search(rf"1 MPS client\(s\) still attached after driver_upgrade_holders_timeout \(3 s\), so the "
+                     rf"agents stay and the driver was not changed: MPS client pid {pid} attached to server pid "
+                     rf"[0-9]+: end it, or detach it \(echo terminate_client [0-9]+ {pid} \| nvidia-cuda-mps-control\)",
+                     note), note
+    assert watcher.current[first]["state"] == "upgrade-failed" and watcher.current[first]["unschedulable"]
+    assert "pod-restart-required" not in watcher.states_of(first, start), "the agents did not step off"
+    assert len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", first)) == 2
+    assert watcher.current[first]["boot"] == fleet["boots"][first]
+    for name in fleet["old"]:   # serial 1: the rollout stopped at its first node
+        if name != first:
+            assert watcher.states_of(name, start) == [], name
 
 
 def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordoned_and_failed(fleet):
@@ -264,6 +336,11 @@ def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordo
     for name in later:   # the rollout stopped: the next batches never began
         assert watcher.states_of(name, start) == [] and not watcher.current[name]["unschedulable"]
         assert rows[name]["state"] == "not started"
+    # Each row says since when: the failed nodes since they failed, the others since the rollout began.
+    since = {name: row_since(row) for name, row in rows.items()}
+    for name in (first, second):
+        assert int(start) <= since[name] <= time.time(), rows[name]
+        assert all(since[other] <= since[name] for other in later), rows
     # The job finished on its own, on its node, before the node was drained
     # (an evicted job pod would have run again elsewhere and finished later).
     job = json.loads(lab.kubectl("-n", NAMESPACE, "get", "job", "finetune", "-o", "json").stdout)

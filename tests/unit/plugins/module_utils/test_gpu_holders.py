@@ -2,9 +2,11 @@
 import os
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.filter import driver_upgrade as filters
 from ansible_collections.smshare.kai.plugins.module_utils import gpu_holders as gh
+from ansible_collections.smshare.kai.plugins.module_utils import mps
 
 NODE = "gpu-01"
 UID = "0f2c6e1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -149,3 +151,38 @@ def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
 
 def test_the_filter_reads_k8s_info_results():
     assert [r["name"] for r in filters.gpu_holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
+
+
+# ---------------------------------------------------------------- MPS clients
+CONTAINER_ID = "3f9c2a7be41d08c6aa51f0e2d7b94c13e8f6a0b2c5d7e9f1a3b5c7d9e1f3a5b7"
+
+
+def test_an_mps_client_is_named_with_the_pod_whose_namespace_it_uses():
+    """The fork's mpsd names a container's namespace after its ID: that names the pod."""
+    owner = pod("vllm-0", annotations={"gpu-fraction": "0.5"})
+    owner["status"]["containerStatuses"] = [{"name": "main", "containerID": "containerd://" + CONTAINER_ID}]
+    namespace = mps.fork_namespace_name(CONTAINER_ID)
+    [row] = gh.mps_client_rows([{"pid": 3167082, "server": "shared", "device": "GPU-1", "namespace": namespace,
+                                 "command": "VLLM::EngineCore"}], [owner, pod("other")])
+    assert row["kind"] == "mps_client" and row["name"] == "MPS client pid 3167082 (VLLM::EngineCore)"
+    assert row["why"] == "attached to namespace %s of server shared, in pod team-a/vllm-0 (container main)" % namespace
+    assert row["action"] == "delete its pod, or let it finish"
+
+
+def test_an_mps_client_of_no_pod_is_told_how_to_detach():
+    [v3, legacy] = gh.mps_client_rows([{"pid": 42, "server": "shared", "device": "GPU-1", "namespace": "default",
+                                        "command": "python3"}, {"pid": 43, "server_pid": 40}])
+    assert v3["why"] == "attached to namespace default of server shared"
+    assert "nvidia-cuda-mps-control -p 3 client terminate 42" in v3["action"]
+    assert legacy["name"] == "MPS client pid 43" and legacy["why"] == "attached to server pid 40"
+    assert "echo terminate_client 40 43 | nvidia-cuda-mps-control" in legacy["text"]
+
+
+def test_no_client_no_row():
+    assert gh.mps_client_rows([], [pod("a")]) == [] and filters.driver_upgrade_mps_holders([]) == []
+
+
+@pytest.mark.parametrize("clients, pods", [({"pid": 1}, None), ([], {"items": []})])
+def test_the_mps_filter_refuses_what_is_not_a_list(clients, pods):
+    with pytest.raises(AnsibleFilterError, match="driver_upgrade_mps_holders"):
+        filters.driver_upgrade_mps_holders(clients, pods)
