@@ -32,6 +32,9 @@ INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.uns
 # uncordoned; a re-run finishes every node that still carries it.
 TARGET_ANNOTATION = "smshare.kai/driver-upgrade-target"
 COUNT = re.compile(r"([0-9]+)(%?)")
+# The GPU Operator runs its driver DaemonSet on nodes with this label "true" and
+# sets it there itself unless it says "false" (its per-node opt-out).
+OPERATOR_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
 
 
 def _amount(value, name):
@@ -190,6 +193,34 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
             "unreachable": [v["host"] for v in views if v["unreachable"]]}
 
 
+def _driver_enabled(policy):
+    """A ClusterPolicy's spec.driver.enabled; unset means enabled (the operator's DriverSpec.IsEnabled)."""
+    value = (((policy.get("spec") or {}).get("driver") or {}).get("enabled"))
+    if value is None:
+        return True
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def driver_upgrade_operator_conflicts(policies, nodes, node_names):
+    """The GPU Operator ClusterPolicies that manage the driver on the rollout's nodes:
+    [{policy, nodes}], one per policy with its driver enabled (or unset) and with nodes
+    among node_names whose nvidia.com/gpu.deploy.driver label is not "false"."""
+    for name, value in (("policies", policies), ("nodes", nodes), ("node_names", node_names)):
+        if not isinstance(value, list):
+            raise AnsibleFilterError("driver_upgrade_operator_conflicts: %s must be a list, got %s"
+                                     % (name, type(value).__name__))
+    wanted = set(str(n) for n in node_names)
+    managed = sorted(
+        (node.get("metadata") or {}).get("name") for node in nodes
+        if (node.get("metadata") or {}).get("name") in wanted
+        and str(_meta(node, "labels").get(OPERATOR_DRIVER_LABEL, "")).lower() != "false")
+    conflicts = []
+    for policy in policies:
+        if _driver_enabled(policy) and managed:
+            conflicts.append({"policy": (policy.get("metadata") or {}).get("name") or "?", "nodes": managed})
+    return conflicts
+
+
 def gpu_holding_pods(pods, node_name):
     """The pods bound to node_name that still hold a GPU (module_utils/gpu_holders.py)."""
     if not isinstance(pods, list):
@@ -232,4 +263,5 @@ class FilterModule(object):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
-                "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks}
+                "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks,
+                "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

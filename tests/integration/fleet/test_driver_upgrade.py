@@ -214,6 +214,39 @@ def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
     assert node_marks(lab, fleet["nodes"]) == before
 
 
+def test_a_gpu_operator_managing_the_driver_is_refused_as_a_second_owner(fleet):
+    """A ClusterPolicy with the driver on (unset: the operator's default) owns the
+    nodes' driver too: refused before anything changes, check mode included; once the
+    operator leaves the driver alone (driver.enabled false) the plan goes on."""
+    lab = fleet["lab"]
+    crd = "clusterpolicies.nvidia.com"
+    had_crd = lab.kubectl("get", "crd", crd, check=False).returncode == 0
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "smshare-test-second-owner"},
+              "spec": {"driver": {"version": "615.71.09"}}}
+    before = node_marks(lab, fleet["nodes"])
+    try:
+        if not had_crd:
+            lab.kubectl("apply", "-f", str(lab.root / "lab/standin/charts/gpu-operator/crds/nvidia.com_clusterpolicies.yaml"))
+            lab.kubectl("wait", "--for", "condition=established", f"crd/{crd}", "--timeout=60s")
+        lab.kubectl("apply", "-f", "-", input_text=json.dumps(policy))
+        refused = fleet["playbook"]("--check")
+        policy["spec"]["driver"]["enabled"] = False
+        lab.kubectl("apply", "-f", "-", input_text=json.dumps(policy))
+        allowed = fleet["playbook"]("--check")
+    finally:
+        lab.kubectl("delete", "clusterpolicy", policy["metadata"]["name"], "--ignore-not-found", check=False)
+        if not had_crd:
+            lab.kubectl("delete", "crd", crd, "--ignore-not-found", check=False)
+    assert refused.returncode != 0, describe(refused)
+    out = flat(refused.stdout)
+    assert re.search(r"ClusterPolicy smshare-test-second-owner manages the driver \(spec.driver.enabled is true or "
+                     r"unset\) on ([^ ,.]+, ){4}[^ ,.]+\. A host-driver rollout there would be a second owner", out), \
+        describe(refused)
+    assert all(name in out for name in fleet["nodes"]) and "nvidia.com/gpu.deploy.driver=false" in out
+    assert node_marks(lab, fleet["nodes"]) == before
+    assert allowed.returncode == 0, describe(allowed)
+
+
 HOLDER_PID = "/run/smshare-test-gpu-holder.pid"
 HOLDER_DEVICE = "/run/smshare-test-gpu-holder.made-device"
 

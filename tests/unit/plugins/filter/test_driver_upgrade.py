@@ -170,3 +170,29 @@ def test_a_node_that_is_not_ready_says_since_when():
     assert result["nodes"]["n2"]["not_ready_since"] == "2026-12-04T20:01:02Z"
     assert result["nodes"]["n2"]["reason"] == "loaded branch 580; NotReady since 2026-12-04T20:01:02Z"
     assert result["nodes"]["n1"]["not_ready_since"] == "" and result["nodes"]["n1"]["reason"] == "loaded branch 580"
+
+
+# ---------------------------------------------------------------- a second owner of the driver
+def policy(name="cluster-policy", enabled="unset"):
+    spec = {"driver": {}} if enabled == "unset" else {"driver": {"enabled": enabled}}
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.mark.parametrize("enabled", ["unset", True, "true"])
+def test_a_cluster_policy_with_the_driver_on_is_a_second_owner(enabled):
+    nodes = [node("n1"), node("n2", labels={"nvidia.com/gpu.deploy.driver": "true"}), node("n3")]
+    assert du.driver_upgrade_operator_conflicts([policy(enabled=enabled)], nodes, ["n2", "n1"]) == [
+        {"policy": "cluster-policy", "nodes": ["n1", "n2"]}]
+
+
+def test_no_conflict_when_the_operator_leaves_the_driver_or_the_nodes_alone():
+    opted_out = [node("n1", labels={"nvidia.com/gpu.deploy.driver": "false"})]
+    assert du.driver_upgrade_operator_conflicts([policy(enabled=False)], [node("n1")], ["n1"]) == []
+    assert du.driver_upgrade_operator_conflicts([policy()], opted_out, ["n1"]) == []
+    assert du.driver_upgrade_operator_conflicts([], [node("n1")], ["n1"]) == []
+    assert du.driver_upgrade_operator_conflicts([policy()], [node("n1")], ["n9"]) == []
+
+
+def test_the_conflict_filter_refuses_what_is_not_a_list():
+    with pytest.raises(AnsibleFilterError, match="policies must be a list"):
+        du.driver_upgrade_operator_conflicts({"items": []}, [], [])
