@@ -219,14 +219,14 @@ def mps_client_rows(clients, pods=None):
                  if client.get("namespace") else
                  "server pid %s" % client.get("server_pid") if client.get("server_pid") else "the MPS daemon")
         pod = owners.get(client.get("namespace") or "")
-        row = {"kind": "mps_client", "namespace": "", "name": "MPS client pid %s%s" % (
-                   pid, " (%s)" % command if command else ""),
+        detach = ("echo terminate_client %s %s | nvidia-cuda-mps-control" % (client["server_pid"], pid)
+                  if client.get("server_pid") else "nvidia-cuda-mps-control -p 3 client terminate %s" % pid)
+        row = {"kind": "mps_client", "namespace": "",
+               "name": "MPS client pid %s%s" % (pid, " (%s)" % command if command else ""),
                "why": "attached to %s%s" % (where, ", in pod " + pod if pod else ""),
                "action": ("delete its pod, or let it finish" if pod else
                           "end it, or detach it (%s): the fractioning agents leave the node next, and their "
-                          "daemon with them" % ("echo terminate_client %s %s | nvidia-cuda-mps-control"
-                                                % (client["server_pid"], pid) if client.get("server_pid") else
-                                                "nvidia-cuda-mps-control -p 3 client terminate %s" % pid))}
+                          "daemon with them" % detach)}
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows
