@@ -225,8 +225,8 @@ def mps_client_rows(clients, pods=None):
                "name": "MPS client pid %s%s" % (pid, " (%s)" % command if command else ""),
                "why": "attached to %s%s" % (where, ", in pod " + pod if pod else ""),
                "action": ("delete its pod, or let it finish" if pod else
-                          "end it, or detach it (%s): the fractioning agents leave the node next, and their "
-                          "daemon with them" % detach)}
+                          "end it, or detach it (%s): the daemon goes with the fractioning agents, which "
+                          "leave a node being upgraded" % detach)}
         row["text"] = "%s %s: %s" % (row["name"], row["why"], row["action"])
         rows.append(row)
     return rows
