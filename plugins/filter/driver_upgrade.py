@@ -33,8 +33,10 @@ INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.uns
 TARGET_ANNOTATION = "smshare.kai/driver-upgrade-target"
 COUNT = re.compile(r"([0-9]+)(%?)")
 # The GPU Operator runs its driver DaemonSet on nodes with this label "true" and
-# sets it there itself unless it says "false" (its per-node opt-out).
+# sets it there itself unless it says "false" (its per-node opt-out) or
+# "pre-installed" (it found a host driver and leaves it alone).
 OPERATOR_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
+OPERATOR_LEAVES_DRIVER = ("false", "pre-installed")
 
 
 def _amount(value, name):
@@ -204,7 +206,8 @@ def _driver_enabled(policy):
 def driver_upgrade_operator_conflicts(policies, nodes, node_names):
     """The GPU Operator ClusterPolicies that manage the driver on the rollout's nodes:
     [{policy, nodes}], one per policy with its driver enabled (or unset) and with nodes
-    among node_names whose nvidia.com/gpu.deploy.driver label is not "false"."""
+    among node_names whose nvidia.com/gpu.deploy.driver label is neither "false"
+    nor "pre-installed"."""
     for name, value in (("policies", policies), ("nodes", nodes), ("node_names", node_names)):
         if not isinstance(value, list):
             raise AnsibleFilterError("driver_upgrade_operator_conflicts: %s must be a list, got %s"
@@ -213,7 +216,7 @@ def driver_upgrade_operator_conflicts(policies, nodes, node_names):
     managed = sorted(
         (node.get("metadata") or {}).get("name") for node in nodes
         if (node.get("metadata") or {}).get("name") in wanted
-        and str(_meta(node, "labels").get(OPERATOR_DRIVER_LABEL, "")).lower() != "false")
+        and str(_meta(node, "labels").get(OPERATOR_DRIVER_LABEL, "")).lower() not in OPERATOR_LEAVES_DRIVER)
     conflicts = []
     for policy in policies:
         if _driver_enabled(policy) and managed:

@@ -189,6 +189,8 @@ def test_no_conflict_when_the_operator_leaves_the_driver_or_the_nodes_alone():
     opted_out = [node("n1", labels={"nvidia.com/gpu.deploy.driver": "false"})]
     assert du.driver_upgrade_operator_conflicts([policy(enabled=False)], [node("n1")], ["n1"]) == []
     assert du.driver_upgrade_operator_conflicts([policy()], opted_out, ["n1"]) == []
+    found_host_driver = [node("n1", labels={"nvidia.com/gpu.deploy.driver": "pre-installed"})]
+    assert du.driver_upgrade_operator_conflicts([policy()], found_host_driver, ["n1"]) == []
     assert du.driver_upgrade_operator_conflicts([], [node("n1")], ["n1"]) == []
     assert du.driver_upgrade_operator_conflicts([policy()], [node("n1")], ["n9"]) == []
 
