@@ -137,6 +137,24 @@ def _labctl(*args):
     return proc
 
 
+def _keeping(args, facts):
+    """`labctl up` arguments that keep what the running lab (its lab.json facts) has."""
+    args = list(args)
+    if facts.get("node_tier") and "--nodes" not in args:
+        args.append("--nodes")
+    if facts.get("fleet") and "--fleet" not in args:
+        args.append("--fleet")
+    wanted = int(args[args.index("--gpu-nodes") + 1]) if "--gpu-nodes" in args else \
+        int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2"))
+    running = len(facts.get("gpu_nodes") or [])
+    if running > wanted:
+        if "--gpu-nodes" in args:
+            args[args.index("--gpu-nodes") + 1] = str(running)
+        else:
+            args += ["--gpu-nodes", str(running)]
+    return args
+
+
 @pytest.fixture(scope="session")
 def lab(request):
     """The lab, up for the whole session (cold: builds Kubernetes first, minutes)."""
@@ -152,6 +170,10 @@ def lab(request):
     if fleet and max(fleet) > int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2")):
         args += ["--gpu-nodes", str(max(fleet))]
     was_up = (STATE / "lab.json").is_file() and _labctl("status").returncode == 0
+    # Another live session shares this lab: never take away what it uses (a
+    # `labctl up` with fewer GPU nodes removes the surplus ones).
+    if was_up and other_sessions():
+        args = _keeping(args, json.loads((STATE / "lab.json").read_text()))
     # A cold start builds Kubernetes for minutes: let its progress reach the terminal.
     capman = request.config.pluginmanager.getplugin("capturemanager")
     with capman.global_and_fixture_disabled():
