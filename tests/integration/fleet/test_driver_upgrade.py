@@ -214,14 +214,21 @@ def test_bad_input_is_refused_before_anything_changes(fleet, extra, words):
     assert node_marks(lab, fleet["nodes"]) == before
 
 
-def test_a_gpu_operator_managing_the_driver_is_refused_as_a_second_owner(fleet):
-    """A ClusterPolicy with the driver on (unset: the operator's default) owns the
-    nodes' driver too: refused before anything changes, check mode included; once the
-    operator leaves the driver alone (driver.enabled false) the plan goes on."""
+def test_a_gpu_operator_that_leaves_the_host_drivers_alone_is_no_second_owner(fleet):
+    """A ClusterPolicy with the driver on (unset: the operator's default) owns the driver
+    of the nodes it labels nvidia.com/gpu.deploy.driver=true; nodes with a host driver it
+    labels pre-installed and leaves alone (the lab's node agent labels them as it does).
+    So the rollout goes on here; the refusal of nodes the operator would take is the
+    filter's unit tests' (a host-driver node cannot carry `true` in the lab: the agent
+    relabels it, as the operator would)."""
     lab = fleet["lab"]
     crd = "clusterpolicies.nvidia.com"
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in
+              json.loads(lab.kubectl("get", "nodes", *fleet["nodes"], "-o", "json").stdout)["items"]}
+    assert {n: v.get("nvidia.com/gpu.deploy.driver") for n, v in labels.items()} == \
+        {n: "pre-installed" for n in fleet["nodes"]}
     had_crd = lab.kubectl("get", "crd", crd, check=False).returncode == 0
-    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "smshare-test-second-owner"},
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "smshare-test-operator"},
               "spec": {"driver": {"version": "615.71.09"}}}
     before = node_marks(lab, fleet["nodes"])
     try:
@@ -229,22 +236,14 @@ def test_a_gpu_operator_managing_the_driver_is_refused_as_a_second_owner(fleet):
             lab.kubectl("apply", "-f", str(lab.root / "lab/standin/charts/gpu-operator/crds/nvidia.com_clusterpolicies.yaml"))
             lab.kubectl("wait", "--for", "condition=established", f"crd/{crd}", "--timeout=60s")
         lab.kubectl("apply", "-f", "-", input_text=json.dumps(policy))
-        refused = fleet["playbook"]("--check")
-        policy["spec"]["driver"]["enabled"] = False
-        lab.kubectl("apply", "-f", "-", input_text=json.dumps(policy))
-        allowed = fleet["playbook"]("--check")
+        proc = fleet["playbook"]("--check")
     finally:
         lab.kubectl("delete", "clusterpolicy", policy["metadata"]["name"], "--ignore-not-found", check=False)
         if not had_crd:
             lab.kubectl("delete", "crd", crd, "--ignore-not-found", check=False)
-    assert refused.returncode != 0, describe(refused)
-    out = flat(refused.stdout)
-    assert re.search(r"ClusterPolicy smshare-test-second-owner manages the driver \(spec.driver.enabled is true or "
-                     r"unset\) on ([^ ,.]+, ){4}[^ ,.]+\. A host-driver rollout there would be a second owner", out), \
-        describe(refused)
-    assert all(name in out for name in fleet["nodes"]) and "nvidia.com/gpu.deploy.driver=false" in out
+    assert proc.returncode == 0, describe(proc)
+    assert "manages the driver" not in flat(proc.stdout) and "batches 2, 1, 1" in proc.stdout, describe(proc)
     assert node_marks(lab, fleet["nodes"]) == before
-    assert allowed.returncode == 0, describe(allowed)
 
 
 HOLDER_PID = "/run/smshare-test-gpu-holder.pid"
