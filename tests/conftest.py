@@ -138,12 +138,9 @@ def _labctl(*args):
 
 
 def _keeping(args, facts):
-    """`labctl up` arguments that keep what the running lab (its lab.json facts) has."""
+    """`labctl up` arguments that keep the running lab's GPU nodes (its lab.json facts);
+    labctl itself keeps the fleet and the node tier it runs."""
     args = list(args)
-    if facts.get("node_tier") and "--nodes" not in args:
-        args.append("--nodes")
-    if facts.get("fleet") and "--fleet" not in args:
-        args.append("--fleet")
     wanted = int(args[args.index("--gpu-nodes") + 1]) if "--gpu-nodes" in args else \
         int(os.environ.get("SMSHARE_LAB_GPU_NODES", "2"))
     running = len(facts.get("gpu_nodes") or [])

@@ -10,10 +10,11 @@ SPEC.loader.exec_module(fixture_module)
 
 
 @pytest.mark.parametrize("args, facts, kept", [
-    (["up"], {"gpu_nodes": ["a", "b", "c", "d", "e"], "fleet": True}, ["up", "--fleet", "--gpu-nodes", "5"]),
+    (["up", "--fleet"], {"gpu_nodes": ["a", "b", "c", "d", "e"], "fleet": True}, ["up", "--fleet", "--gpu-nodes", "5"]),
     (["up", "--gpu-nodes", "3"], {"gpu_nodes": ["a"] * 5}, ["up", "--gpu-nodes", "5"]),
     (["up", "--nodes", "--gpu-nodes", "5"], {"gpu_nodes": ["a"] * 2, "node_tier": True},
      ["up", "--nodes", "--gpu-nodes", "5"]),
+    (["up"], {"gpu_nodes": ["a"] * 4}, ["up", "--gpu-nodes", "4"]),
     (["up"], {"gpu_nodes": ["a", "b"]}, ["up"]),
 ])
 def test_what_the_running_lab_has_is_kept(args, facts, kept, monkeypatch):
