@@ -67,7 +67,7 @@ def main():
     print("putting %d nodes on branch 580 (driver play)" % len(nodes), flush=True)
     sh(["ansible-playbook", "playbooks/driver.yml", *inventory, *limit, "-e", "smshare_driver_branch=580"], env)
     for node in nodes:
-        sh(kubectl + ["label", "node", node, "nvidia.com/gpu-driver-upgrade-state-"], env)
+        sh(kubectl + ["label", "node", node, "nvidia.com/gpu-driver-upgrade-state-", "smshare.kai/driver-upgrade-state-"], env)
         sh(kubectl + ["uncordon", node], env)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,6 +26,12 @@ STATES = ["upgrade-required", "cordon-required", "wait-for-jobs-required", "pod-
           "upgrade-done"]
 FAILED = "upgrade-failed"
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+# Ours: every state a rollout moves the node through. The GPU Operator's label
+# is written only from pod-restart-required on (the fractioning agents leave
+# the node as soon as it is set), so this one says where a rollout stands.
+ROLLOUT_LABEL = "smshare.kai/driver-upgrade-state"
+# The states in which the rollout has set the GPU Operator's label: the agents are off.
+AGENTS_OFF = STATES[STATES.index("pod-restart-required"):-1]
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 # Ours: the branch a rollout moves the node to, from its first step until it is
@@ -81,7 +87,8 @@ def _meta(node, key):
 def node_view(host, node, loaded_branch, branch):
     """What the plan needs to know of one node."""
     labels, annotations = _meta(node, "labels"), _meta(node, "annotations")
-    state = labels.get(STATE_LABEL, "")
+    # Ours first: a node the operator (or a hand) moved carries only the operator's.
+    state = labels.get(ROLLOUT_LABEL) or labels.get(STATE_LABEL, "")
     marker = annotations.get(TARGET_ANNOTATION)
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     in_progress = marker is not None or state == FAILED or state in STATES[:-1]

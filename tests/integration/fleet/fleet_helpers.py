@@ -7,12 +7,13 @@ import time
 
 from kubernetes import client, config, watch
 
-STATE = "nvidia.com/gpu-driver-upgrade-state"
+STATE = "nvidia.com/gpu-driver-upgrade-state"        # the GPU Operator's: the agents leave on it
+ROLLOUT_STATE = "smshare.kai/driver-upgrade-state"   # the rollout's: every state
 
 
 class NodeWatcher(threading.Thread):
     """Records every change of the watched Nodes' schedulability, readiness, upgrade-state
-    label and boot id, and the most unschedulable / unavailable among them at any moment."""
+    labels (state: the rollout's, agents_state: the GPU Operator's) and boot id, and the most unschedulable / unavailable among them at any moment."""
 
     def __init__(self, kubeconfig, names):
         super().__init__(daemon=True)
@@ -31,7 +32,8 @@ class NodeWatcher(threading.Thread):
     def view(node):
         ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
         return {"unschedulable": bool(node.spec.unschedulable), "ready": ready == ["True"],
-                "state": (node.metadata.labels or {}).get(STATE, ""),
+                "state": (node.metadata.labels or {}).get(ROLLOUT_STATE, ""),
+                "agents_state": (node.metadata.labels or {}).get(STATE, ""),
                 "boot": node.status.node_info.boot_id if node.status.node_info else "",
                 "driver": (node.metadata.labels or {}).get("nvidia.com/cuda.driver-version.full", "")}
 

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from fleet_helpers import (RESERVATION_NAMESPACE, STATE, NodeWatcher, as_list, bare_pod, finetune_job,
+from fleet_helpers import (RESERVATION_NAMESPACE, ROLLOUT_STATE, STATE, NodeWatcher, as_list, bare_pod, finetune_job,
                            fractioning_daemonsets, gpu_workloads, guarded_server, reservation_pod)
 from lab_helpers import describe, recap
 
@@ -80,7 +80,7 @@ def fleet(lab, tmp_path_factory):
     proc = lab.playbook("playbooks/driver.yml", "-i", str(branches), "-l", ",".join(nodes))
     assert proc.returncode == 0, describe(proc)
     for name in nodes:   # a kept lab may hold an earlier run's marks
-        lab.kubectl("label", "node", name, f"{STATE}-")
+        lab.kubectl("label", "node", name, f"{STATE}-", f"{ROLLOUT_STATE}-")
         lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-",
                     "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable-",
                     "smshare.kai/driver-upgrade-agents-", "smshare.kai/driver-upgrade-failure-")
@@ -326,6 +326,9 @@ def test_an_attached_mps_client_stops_its_node_before_the_agents_leave(fleet):
                      note), note
     assert watcher.current[first]["state"] == "upgrade-failed" and watcher.current[first]["unschedulable"]
     assert "pod-restart-required" not in watcher.states_of(first, start), "stopped before the agents' step"
+    # The agents stay (the GPU Operator's label untouched): what still runs there keeps its MPS.
+    assert watcher.changes_of(first, start, "agents_state") == [], watcher.changes_of(first, start)
+    assert len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", first)) == 2
     assert watcher.current[first]["boot"] == fleet["boots"][first]
     for name in fleet["old"]:   # serial 1: the rollout stopped at its first node
         if name != first:
@@ -463,6 +466,8 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
             "nvidia.com/gpu, annotated karpenter.sh/do-not-disrupt): deleted before the drain") in flat(proc.stdout), \
         describe(proc)
     assert pod_phase(lab, NAMESPACE, "holdout") == "Running", "a stopped node's pods are left alone"
+    assert len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", last)) == 2, \
+        "the stopped fraction keeps its agents (and MPS)"
 
     # A fraction that finishes in a while is waited for, then the node drains. It starts
     # with the rollout and outlasts its way to the drain (about 30 s under CI's load).
@@ -497,6 +502,9 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
     drain = [t for t, d in states if d["state"] == "drain-required"]
     restart = [t for t, d in states if d["state"] == "pod-restart-required"]
     assert drain and restart and drain[0] - 1 <= finished <= restart[0] + 1, (finished, states)
+    # The fraction had its agents to the end: the label they leave on came after it finished.
+    agents_off = [t for t, d in watcher.changes_of(last, resumed, "agents_state") if d["agents_state"]]
+    assert agents_off and agents_off[0] >= finished - 1, (finished, watcher.changes_of(last, resumed))
     gone = lab.kubectl("-n", RESERVATION_NAMESPACE, "get", "pod", reservation["metadata"]["name"], check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr, "the reservation pod was deleted"
     lab.kubectl("-n", NAMESPACE, "delete", "pod", "short-fraction", "--ignore-not-found", "--wait=false")
@@ -523,6 +531,10 @@ def test_the_rules_held_throughout(fleet):
     assert watcher.max_unschedulable == 2, "batches of two were used"
     current = fleet["current"]   # already on 615: never touched
     assert watcher.changes_of(current, 0.0, "state") == []
+    # The label the agents leave on was never set before a node's workloads were gone.
+    for name in fleet["old"]:
+        seen = {d["agents_state"] for _t, d in watcher.changes_of(name, 0.0, "agents_state")}
+        assert seen <= {"pod-restart-required", "validation-required", "upgrade-done", "upgrade-failed"}, (name, seen)
     assert watcher.changes_of(current, 0.0, "unschedulable") == []
     assert watcher.current[current]["boot"] == fleet["boots"][current]
     for name in fleet["old"]:
@@ -551,7 +563,7 @@ def test_the_rules_held_throughout(fleet):
 def at_validation(lab, watcher, name):
     """The node as a rollout interrupted before its validation leaves it: cordoned, validation-required."""
     lab.kubectl("cordon", name)
-    lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=validation-required")
+    lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=validation-required", f"{ROLLOUT_STATE}=validation-required")
     lab.kubectl("annotate", "node", name, "--overwrite", "smshare.kai/driver-upgrade-target=615")
     wait_until(lambda: watcher.current[name]["unschedulable"] and watcher.current[name]["state"] == "validation-required",
                10, "the watcher to see the node cordoned at validation-required")
@@ -582,7 +594,7 @@ def test_a_validation_that_cannot_run_fails_its_node_within_its_timeout(fleet):
         assert watcher.changes_of(name, start, "unschedulable") == [], "never uncordoned"
         assert took < 30 + 120, f"{took:.0f} s: the smoke test's timeout is 30 s"
     finally:   # the node as the first run left it (upgrade-done), for the last test
-        lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=upgrade-done")
+        lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=upgrade-done", f"{ROLLOUT_STATE}=upgrade-done")
         lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-", "smshare.kai/driver-upgrade-failure-",
                     check=False)
         lab.kubectl("uncordon", name)

@@ -102,6 +102,27 @@ def test_mpsd_gets_its_memory_limit_and_the_lab_gpu_table(monkeypatch):
     assert "standin-gpus" not in [v["name"] for v in pod["volumes"]]
 
 
+@pytest.mark.parametrize("delay, args, grace", [
+    (None, [], 75),                                     # mpsd's 60 s default + 15 s
+    ("90s", ["--graceful-stop-delay", "90s"], 105),
+    ("1m30s", ["--graceful-stop-delay", "1m30s"], 105),
+])
+def test_mpsd_has_its_graceful_stop_delay_and_a_grace_period_beyond_it(delay, args, grace, monkeypatch):
+    monkeypatch.setenv("MPSD_IMAGE_REPOSITORY", "reg/mpsd")
+    spec = {"mpsDaemon": {"gracefulStopDelay": delay}} if delay else {}
+    pod = fractioning.mpsd_daemonset("gf", gfc(**spec), "")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["args"] == args and pod["terminationGracePeriodSeconds"] == grace
+    assert fractioning.graceful_stop_delay(args) == grace - 15
+
+
+def test_mpsd_reads_the_delay_from_its_environment_and_ignores_a_bad_one(monkeypatch):
+    monkeypatch.setenv("MPS_GRACEFUL_STOP_DELAY", "500ms")
+    assert fractioning.graceful_stop_delay([]) == 0.5
+    assert fractioning.graceful_stop_delay(["--graceful-stop-delay=2m"]) == 120
+    monkeypatch.setenv("MPS_GRACEFUL_STOP_DELAY", "soon")
+    assert fractioning.graceful_stop_delay([]) == 60
+
+
 # ---------------------------------------------------------------- the GPU Operator gate
 READY = ("True", "AllComponentsReady", "all components are healthy")
 NOT_READY = ("False", "ComponentNotReady", "not ready: MpsdReady")

@@ -110,9 +110,11 @@ def mpsd_daemonset(namespace, config, host_root):
     pod = ds["spec"]["template"]["spec"]
     if runtime_class(spec):
         pod["runtimeClassName"] = runtime_class(spec)
-    pod["terminationGracePeriodSeconds"] = 75
     image, policy = image_from_env("MPSD")
     mps = spec.get("mpsDaemon") or {}
+    # Upstream: the graceful stop delay (default 60 s) plus 15 s, so kubelet never kills mpsd mid-quit.
+    delay = go_seconds(mps.get("gracefulStopDelay") or "")
+    pod["terminationGracePeriodSeconds"] = int((GRACEFUL_STOP_DELAY if delay is None else delay) + 15)
     args = []
     if mps.get("gracefulStopDelay"):
         args += ["--graceful-stop-delay", mps["gracefulStopDelay"]]
@@ -548,6 +550,7 @@ MPS_CONFIG = "/etc/nvidia-mps/mps-control.toml"
 MPS_CONTROL_PORT = "3"
 SHARED_SERVER = "shared"
 DEFAULT_NAMESPACE_ATP = 10
+GRACEFUL_STOP_DELAY = 60.0   # mpsd's DefaultGracefulStopDelay: after "quit", before the kill
 CONTROL_SOCKET_TIMEOUT = 60.0
 # The guide (row 8): each CUDA server context takes about 50 MiB of host memory.
 MIB_PER_GPU_CONTEXT = 50
@@ -632,6 +635,27 @@ def cap_default_namespace(binary, control_port, env, percentage):
         "namespace", "set", "default", f"--server={SHARED_SERVER}", f"--active-thread-percentage={percentage}"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     return done.returncode == 0, (done.stdout + done.stderr).strip()
+
+
+def go_seconds(text):
+    """A Go duration ("60s", "1m30s", "500ms") in seconds; None when it is not one."""
+    parts = re.fullmatch(r"((?:[0-9.]+(?:h|m|s|ms))+)", text or "")
+    if not parts:
+        return None
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(n) * unit[u] for n, u in re.findall(r"([0-9.]+)(ms|h|m|s)", text))
+
+
+def graceful_stop_delay(argv):
+    """--graceful-stop-delay, else MPS_GRACEFUL_STOP_DELAY, else upstream's 60 s."""
+    value = os.environ.get("MPS_GRACEFUL_STOP_DELAY", "")
+    for i, arg in enumerate(argv or []):
+        if arg == "--graceful-stop-delay" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--graceful-stop-delay="):
+            value = arg.split("=", 1)[1]
+    seconds = go_seconds(value)
+    return GRACEFUL_STOP_DELAY if seconds is None else seconds
 
 
 def mpsd(argv):
@@ -723,8 +747,8 @@ def mpsd(argv):
             os.unlink(ignore_flag)
     slog("INFO", "received shutdown signal, stopping MPS daemon")
     subprocess.run([binary, "-q"], env=env, check=False)
-    try:
-        daemon.wait(timeout=10)
+    try:   # MPS quits once its clients are gone; killed after the graceful stop delay
+        daemon.wait(timeout=graceful_stop_delay(argv))
     except subprocess.TimeoutExpired:
         daemon.kill()
     try:

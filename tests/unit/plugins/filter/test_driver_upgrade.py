@@ -91,6 +91,25 @@ def test_an_interrupted_node_resumes_first_where_it_stopped():
     assert result["batches"] == [1, 1, 1, 1]
 
 
+@pytest.mark.parametrize("labels, expected", [
+    # Before the agents' step only the rollout's label moves (the operator's stays as a past rollout left it).
+    ({du.ROLLOUT_LABEL: "wait-for-jobs-required", STATE: "upgrade-done"}, "wait-for-jobs-required"),
+    ({du.ROLLOUT_LABEL: "drain-required"}, "drain-required"),
+    ({du.ROLLOUT_LABEL: "validation-required", STATE: "validation-required"}, "validation-required"),
+    # A node an earlier release of the rollout (or a hand) marked carries only the operator's label.
+    ({STATE: "pod-restart-required"}, "pod-restart-required"),
+])
+def test_the_rollout_label_says_where_a_node_resumes(labels, expected):
+    stopped = node("n4", unschedulable=True, labels=labels, annotations={du.TARGET_ANNOTATION: "615"})
+    view = plan(four_on_580(n4=stopped), serial=1, max_unavailable=1)["nodes"]["n4"]
+    assert view["action"] == "resume" and view["resume_from"] == expected and view["state"] == expected
+
+
+def test_the_agents_are_off_only_after_the_drain():
+    assert du.AGENTS_OFF == ["pod-restart-required", "validation-required", "uncordon-required"]
+    assert du.STATES.index(du.AGENTS_OFF[0]) > du.STATES.index("drain-required")
+
+
 def test_a_node_already_on_the_branch_but_not_finished_is_finished():
     # Killed after its reboot: the driver is new, the node still cordoned.
     stopped = node("n1", unschedulable=True, labels={STATE: "upgrade-done"},
@@ -145,6 +164,8 @@ def test_the_role_and_the_filter_name_the_same_states_and_keys():
     role_vars = yaml.safe_load((REPO / "roles" / "driver_upgrade" / "vars" / "main.yml").read_text())
     assert role_vars["__driver_upgrade_states"] == du.STATES
     assert role_vars["__driver_upgrade_state_label"] == du.STATE_LABEL
+    assert role_vars["__driver_upgrade_rollout_label"] == du.ROLLOUT_LABEL
+    assert role_vars["__driver_upgrade_agents_off_states"] == du.AGENTS_OFF
     assert role_vars["__driver_upgrade_initial_annotation"] == du.INITIAL_STATE_ANNOTATION
     assert role_vars["__driver_upgrade_target_annotation"] == du.TARGET_ANNOTATION
 
