@@ -202,6 +202,31 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
             "unreachable": [v["host"] for v in views if v["unreachable"]]}
 
 
+def _pod_ready(pod):
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def driver_upgrade_agents_back(pods, expected):
+    """Whether the fractioning agents a node ran before its upgrade are back: at least
+    `expected` of its agent pods Running, Ready and not being deleted.
+    Returns {ok, rows: [{pod, ready}], ready, expected, message}."""
+    if not isinstance(pods, list):
+        raise AnsibleFilterError("driver_upgrade_agents_back: expects the node's agent pods (a list)")
+    try:
+        expected = int(expected)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("driver_upgrade_agents_back: expected must be a count, got %r" % (expected,))
+    rows = [{"pod": (p.get("metadata") or {}).get("name", ""), "ready": _pod_ready(p)} for p in pods]
+    ready = sum(1 for r in rows if r["ready"])
+    names = ", ".join(r["pod"] for r in rows) or "none running"
+    return {"ok": ready >= expected, "rows": rows, "ready": ready, "expected": expected,
+            "message": "%d of the %d fractioning agent pod(s) the node ran are back and Ready (%s)"
+                       % (ready, expected, names)}
+
+
 def _driver_enabled(policy):
     """A ClusterPolicy's spec.driver.enabled; unset means enabled (the operator's DriverSpec.IsEnabled)."""
     value = (((policy.get("spec") or {}).get("driver") or {}).get("enabled"))
@@ -274,4 +299,5 @@ class FilterModule(object):
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
                 "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks,
+                "driver_upgrade_agents_back": driver_upgrade_agents_back,
                 "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

@@ -219,3 +219,49 @@ def test_no_conflict_when_the_operator_leaves_the_driver_or_the_nodes_alone():
 def test_the_conflict_filter_refuses_what_is_not_a_list():
     with pytest.raises(AnsibleFilterError, match="policies must be a list"):
         du.driver_upgrade_operator_conflicts({"items": []}, [], [])
+
+
+# ---------------------------------------------------------------- the agents back after the upgrade
+def agent(name, phase="Running", ready=True, deleting=False):
+    meta = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-06T02:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "conditions": [
+        {"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+@pytest.mark.parametrize("pods, expected, ok, ready", [
+    ([agent("mpsd-a"), agent("fractiond-b")], 2, True, 2),
+    ([agent("mpsd-a"), agent("fractiond-b")], "2", True, 2),
+    ([agent("mpsd-a"), agent("fractiond-b", ready=False)], 2, False, 1),
+    ([agent("mpsd-a"), agent("fractiond-b", phase="Pending", ready=False)], 2, False, 1),
+    ([agent("mpsd-a", deleting=True), agent("fractiond-b")], 2, False, 1),   # the old pod, on its way out
+    ([], 2, False, 0),
+    ([agent("mpsd-a"), agent("fractiond-b"), agent("metricsd-c")], 2, True, 3),
+])
+def test_the_agents_are_back_when_as_many_run_ready(pods, expected, ok, ready):
+    back = du.driver_upgrade_agents_back(pods, expected)
+    assert (back["ok"], back["ready"], back["expected"]) == (ok, ready, int(expected))
+
+
+def test_the_agents_message_names_the_pods_or_says_none_run():
+    back = du.driver_upgrade_agents_back([agent("mpsd-a"), agent("fractiond-b", ready=False)], 2)
+    assert back["message"] == "1 of the 2 fractioning agent pod(s) the node ran are back and Ready (mpsd-a, fractiond-b)"
+    assert back["rows"] == [{"pod": "mpsd-a", "ready": True}, {"pod": "fractiond-b", "ready": False}]
+    assert du.driver_upgrade_agents_back([], 2)["message"].endswith("(none running)")
+
+
+def test_a_pod_whose_ready_condition_is_true_counts_whatever_jmespath_makes_of_negations():
+    # The wait once read `[?!metadata.deletionTimestamp && ...]`, which jmespath 1.1.0 parses as
+    # (!metadata).deletionTimestamp: no pod ever matched, and every upgraded node timed out.
+    assert du.driver_upgrade_agents_back([agent("mpsd-a")], 1)["ok"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (({"items": []}, 1), "expects the node's agent pods"),
+    (([], "two"), "expected must be a count"),
+])
+def test_agents_back_refuses_what_it_cannot_read(args, words):
+    with pytest.raises(AnsibleFilterError) as err:
+        du.driver_upgrade_agents_back(*args)
+    assert words in str(err.value)
