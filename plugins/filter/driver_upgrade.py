@@ -202,6 +202,63 @@ def driver_upgrade_plan(fleet, nodes, branch, serial=1, max_unavailable="25%"):
             "unreachable": [v["host"] for v in views if v["unreachable"]]}
 
 
+def driver_upgrade_room(nodes, plan, batch, pings=None):
+    """Whether each node of a batch may start, read again when the batch begins: nodes that
+    went NotReady or were cordoned since the plan count against max_unavailable as the plan's
+    own did, and a node Ansible no longer reaches is left out (and counted).
+
+    nodes: the cluster's Node objects now; plan: driver_upgrade_plan's result; batch: the
+    batch's hosts in rollout order; pings: their ansible.builtin.ping results, aligned with
+    batch. Returns {host: {state, reason}} for the hosts that must not start (empty: all go)."""
+    if not isinstance(nodes, list) or not isinstance(plan, dict) or not isinstance(batch, list):
+        raise AnsibleFilterError("driver_upgrade_room: expects the Node objects (a list), the plan (a mapping) "
+                                 "and the batch's hosts (a list)")
+    pings = list(pings or [])
+    if pings and len(pings) != len(batch):
+        raise AnsibleFilterError("driver_upgrade_room: %d ping results for a batch of %d" % (len(pings), len(batch)))
+    by_name = {n.get("metadata", {}).get("name"): n for n in nodes}
+    views = plan.get("nodes") or {}
+    limit = int(plan.get("max_unavailable") or 1)
+
+    def out_of_service(host):
+        view = views.get(host) or {}
+        node = by_name.get(view.get("node", host))
+        if node is None or view.get("unreachable"):
+            return "unreachable" if view.get("unreachable") else "no Node"
+        if (node.get("spec") or {}).get("unschedulable"):
+            return "cordoned"
+        if not _ready(node):
+            since = _ready_condition(node).get("lastTransitionTime")
+            return "NotReady since %s" % since if since else "NotReady"
+        return ""
+
+    unavailable = {h: why for h, why in ((h, out_of_service(h)) for h in views if h not in batch) if why}
+    result = {}
+    for i, host in enumerate(batch):
+        ping = pings[i] if pings else {}
+        if isinstance(ping, dict) and ping.get("unreachable"):
+            result[host] = {"state": "unreachable", "reason": (
+                "unreachable since the plan (%s): not upgraded, counted as unavailable; reach it and run the "
+                "rollout again" % (str(ping.get("msg") or "no answer").strip()[:200]))}
+            unavailable[host] = "unreachable"
+            continue
+        why = out_of_service(host)
+        if why:   # out of service already: upgrading it costs no more availability
+            unavailable[host] = why
+    for host in batch:
+        if host in result or host in unavailable:
+            continue
+        if len(unavailable) + 1 <= limit:
+            unavailable[host] = "in this batch"
+            continue
+        others = ["%s (%s)" % (h, why) for h, why in sorted(unavailable.items())]
+        result[host] = {"state": "blocked", "reason": (
+            "not cordoned: %d GPU node(s) are unavailable now and at most %d may be (driver_upgrade_max_unavailable): "
+            "%s. Repair or uncordon them, or allow more, then run the rollout again"
+            % (len(unavailable), limit, ", ".join(others)))}
+    return result
+
+
 def _pod_ready(pod):
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("deletionTimestamp") or status.get("phase") != "Running":
@@ -299,5 +356,6 @@ class FilterModule(object):
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
                 "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks,
+                "driver_upgrade_room": driver_upgrade_room,
                 "driver_upgrade_agents_back": driver_upgrade_agents_back,
                 "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

@@ -24,6 +24,7 @@ class NodeWatcher(threading.Thread):
         self.max_unschedulable = 0
         self.max_unavailable = 0
         self.peak_unschedulable = []
+        self.cordons = []            # (time, node, [the other nodes out of service then]) per rollout cordon
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.synced = threading.Event()
@@ -54,6 +55,8 @@ class NodeWatcher(threading.Thread):
             if len(cordoned) > self.max_unschedulable:
                 self.max_unschedulable, self.peak_unschedulable = len(cordoned), cordoned
             self.max_unavailable = max(self.max_unavailable, len(unavailable))
+            if diff.get("state") == "cordon-required":
+                self.cordons.append((time.time(), name, sorted(n for n in unavailable if n != name)))
 
     def run(self):
         while not self.stopping.is_set():
@@ -76,6 +79,11 @@ class NodeWatcher(threading.Thread):
     def changes_of(self, name, since=0.0, field=None):
         with self.lock:
             return [(t, d) for t, n, d in self.changes if n == name and t >= since and (field is None or field in d)]
+
+    def cordons_since(self, since):
+        """[(node, [other nodes cordoned or NotReady then])] for each cordon-required the rollout set."""
+        with self.lock:
+            return [(n, others) for t, n, others in self.cordons if t >= since]
 
     def states_of(self, name, since=0.0):
         return [d["state"] for _when, d in self.changes_of(name, since, "state")]

@@ -49,13 +49,13 @@ def fleet(lab, tmp_path_factory):
     report = tmp_path_factory.mktemp("fleet") / "report.json"
     repo = [str(lab.root / "lab" / "standin" / "apt" / "repo.sh")]
 
-    def playbook(*args, extra=None, background=False):
+    def playbook(*args, extra=None, background=False, limit=None):
         extra_vars = {"driver_upgrade_serial": 2, "driver_upgrade_max_unavailable": 2,
                       "driver_upgrade_agent_namespace": NAMESPACE, "driver_upgrade_poll_interval": 1,
                       "driver_upgrade_wait_for_jobs_selector": "smshare.kai/job=finetune",
                       "driver_upgrade_wait_for_jobs_timeout": 180, "driver_upgrade_report_file": str(report)}
         extra_vars.update(extra or {})
-        argv = ["ansible-playbook", PLAYBOOK, "-l", ",".join(nodes) + ",localhost"]
+        argv = ["ansible-playbook", PLAYBOOK, "-l", ",".join(limit or nodes) + ",localhost"]
         for inv in lab.inventory:
             argv += ["-i", inv]
         argv += ["-e", json.dumps(extra_vars), *args]
@@ -606,3 +606,57 @@ def test_a_second_run_changes_nothing(fleet):
     for name in fleet["nodes"]:
         assert recap(proc.stdout, name)["changed"] == 0
     assert proc.stdout.count("skip (already on branch 615)") == 5, describe(proc)
+
+
+def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
+    """The fleet, now on 615, moved back to 580 one node at a time with one node out of
+    service allowed. A third node (left out of the rollout by the skip label, but counted)
+    goes NotReady while the first is upgraded: when the next batch begins it holds the one
+    slot, so the second node is left as it was, named with the NotReady one, and the
+    others are not held up. Once it is back, a re-run finishes the second. A watcher, not
+    the play's log, records what was out of service whenever the rollout cordoned a node."""
+    lab, watcher = fleet["lab"], fleet["watcher"]
+    first, second, sick = fleet["old"][0], fleet["old"][1], fleet["old"][3]
+    lab.kubectl("uncordon", fleet["cordoned"])   # outside this rollout: the watcher would count it
+    lab.kubectl("label", "node", sick, "--overwrite", "nvidia.com/gpu-driver-upgrade.skip=true")
+    extra = {"driver_upgrade_branch": 580, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1}
+    start = time.time()
+    proc = fleet["playbook"](extra=extra, limit=[first, second, sick], background=True)
+    said = []   # drained as it comes: a full pipe would stop the play
+    reader = threading.Thread(target=lambda: said.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    try:
+        reached = watcher.wait_for(first, "validation-required", RUN_TIMEOUT, process=proc)
+        if reached:   # rebooted into 580, still cordoned: the next batch has not begun
+            subprocess.run(["podman", "exec", sick, "systemctl", "stop", "smshare-node-agent"], check=True)
+            wait_until(lambda: not watcher.current[sick]["ready"], 30, f"{sick} to be NotReady")
+        proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        reader.join(60)
+        subprocess.run(["podman", "exec", sick, "systemctl", "start", "smshare-node-agent"], check=False)
+    output = "".join(said)
+    assert reached, f"{first} never reached validation-required: {watcher.changes_of(first, start)}\n{output[-6000:]}"
+    assert proc.returncode != 0, output[-6000:]
+    assert watcher.current[first]["state"] == "upgrade-done" and watcher.current[first]["driver"].startswith("580.")
+    assert watcher.states_of(second, start) == [] and not watcher.current[second]["unschedulable"], \
+        watcher.changes_of(second, start)
+    assert re.search(rf"1 node\(s\) not upgraded, each left as it was: {second}: not cordoned: 1 GPU node\(s\) are "
+                     rf"unavailable now and at most 1 may be \(driver_upgrade_max_unavailable\): "
+                     rf"{sick} \(NotReady since [0-9T:-]+Z\)", flat(output)), output[-6000:]
+    assert report_of(fleet)[second]["state"] == "blocked"
+    described = lab.kubectl("describe", "node", second).stdout
+    assert "DriverUpgradeBlocked" in described, described
+    assert watcher.states_of(sick, start) == [], "a skipped node is never touched"
+
+    wait_until(lambda: watcher.current[sick]["ready"], 60, f"{sick} to be Ready again")
+    again = fleet["playbook"](extra=extra, limit=[first, second, sick])
+    assert again.returncode == 0, describe(again)
+    assert watcher.current[second]["state"] == "upgrade-done" and watcher.current[second]["driver"].startswith("580.")
+    assert f"{first}: skip (already on branch 580)" in flat(again.stdout), describe(again)
+    # Whenever the rollout cordoned a node, nothing else was out of service (one allowed).
+    cordons = watcher.cordons_since(start)
+    assert [name for name, _others in cordons] == [first, second], cordons
+    assert all(others == [] for _name, others in cordons), cordons
+    lab.kubectl("label", "node", sick, "nvidia.com/gpu-driver-upgrade.skip-")

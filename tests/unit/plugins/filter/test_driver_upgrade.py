@@ -221,6 +221,64 @@ def test_the_conflict_filter_refuses_what_is_not_a_list():
         du.driver_upgrade_operator_conflicts({"items": []}, [], [])
 
 
+# ---------------------------------------------------------------- room when a batch begins
+def started(entries, **kw):
+    """The plan for entries, and the Nodes as they are now (the plan's, unless replaced)."""
+    result = plan(entries, **kw)
+    return result, [entry[2] for entry in entries]
+
+
+def test_a_batch_starts_when_nothing_changed_since_the_plan():
+    result, nodes = started(four_on_580(), serial=2, max_unavailable=2)
+    assert du.driver_upgrade_room(nodes, result, ["n1", "n2"]) == {}
+
+
+def test_a_node_gone_notready_since_the_plan_takes_a_slot():
+    result, nodes = started(four_on_580(), serial=1, max_unavailable=1)
+    nodes[3] = node("n4", ready=False)   # n4 (a later batch) went NotReady while n1 was upgraded
+    nodes[3]["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-05T02:00:00Z"
+    room = du.driver_upgrade_room(nodes, result, ["n2"])
+    assert room["n2"]["state"] == "blocked"
+    assert room["n2"]["reason"].startswith("not cordoned: 1 GPU node(s) are unavailable now and at most 1 may be")
+    assert "n4 (NotReady since 2026-12-05T02:00:00Z)" in room["n2"]["reason"]
+
+
+def test_a_node_cordoned_by_someone_since_the_plan_takes_a_slot_and_the_batch_shrinks():
+    result, nodes = started(four_on_580(), serial=2, max_unavailable=2)
+    nodes[2] = node("n3", unschedulable=True)
+    room = du.driver_upgrade_room(nodes, result, ["n1", "n2"])
+    assert list(room) == ["n2"] and "n3 (cordoned)" in room["n2"]["reason"] and "n1 (in this batch)" in room["n2"]["reason"]
+
+
+def test_a_batch_node_already_out_of_service_costs_nothing_more():
+    result, nodes = started(four_on_580(), serial=2, max_unavailable=1)
+    nodes[0] = node("n1", ready=False)   # the batch's own node went NotReady: it is upgraded, as planned
+    assert du.driver_upgrade_room(nodes, result, ["n1"]) == {}
+
+
+def test_a_batch_node_ansible_no_longer_reaches_is_left_out_and_counted():
+    result, nodes = started(four_on_580(), serial=2, max_unavailable=2)
+    pings = [{"unreachable": True, "msg": "Failed to connect to the host via podman"}, {"ping": "pong"}]
+    room = du.driver_upgrade_room(nodes, result, ["n1", "n2"], pings)
+    assert room == {"n1": {"state": "unreachable", "reason": (
+        "unreachable since the plan (Failed to connect to the host via podman): not upgraded, counted as "
+        "unavailable; reach it and run the rollout again")}}
+    result, nodes = started(four_on_580(), serial=2, max_unavailable=1)
+    room = du.driver_upgrade_room(nodes, result, ["n1", "n2"], pings)
+    assert room["n1"]["state"] == "unreachable" and room["n2"]["state"] == "blocked"
+    assert "n1 (unreachable)" in room["n2"]["reason"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (({}, {}, []), "expects the Node objects"),
+    (([], {}, ["n1"], [{}, {}]), "2 ping results for a batch of 1"),
+])
+def test_room_refuses_what_it_cannot_read(args, words):
+    with pytest.raises(AnsibleFilterError) as err:
+        du.driver_upgrade_room(*args)
+    assert words in str(err.value)
+
+
 # ---------------------------------------------------------------- the agents back after the upgrade
 def agent(name, phase="Running", ready=True, deleting=False):
     meta = {"name": name}
