@@ -7,9 +7,10 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.filter import driver_upgrade as du
+from ansible_collections.smshare.kai.plugins.module_utils import driver_upgrade as rules
 
 REPO = Path(__file__).resolve().parents[4]
-STATE = du.STATE_LABEL
+STATE = rules.STATE_LABEL
 
 
 def node(name, unschedulable=False, ready=True, labels=None, annotations=None):
@@ -74,14 +75,14 @@ def test_no_slot_left_is_refused_with_what_to_do():
 
 
 def test_skip_label():
-    result = plan(four_on_580(n2=node("n2", labels={du.SKIP_LABEL: "true"})), serial=4, max_unavailable=4)
+    result = plan(four_on_580(n2=node("n2", labels={rules.SKIP_LABEL: "true"})), serial=4, max_unavailable=4)
     assert "n2" not in result["order"] and "n2" in result["skipped"]
-    assert du.SKIP_LABEL in result["nodes"]["n2"]["reason"]
+    assert rules.SKIP_LABEL in result["nodes"]["n2"]["reason"]
 
 
 def test_an_interrupted_node_resumes_first_where_it_stopped():
     stopped = node("n4", unschedulable=True, labels={STATE: "drain-required"},
-                   annotations={du.TARGET_ANNOTATION: "615"})
+                   annotations={rules.TARGET_ANNOTATION: "615"})
     result = plan(four_on_580(n4=stopped), serial=1, max_unavailable=1)
     assert result["order"][0] == "n4"
     view = result["nodes"]["n4"]
@@ -93,27 +94,27 @@ def test_an_interrupted_node_resumes_first_where_it_stopped():
 
 @pytest.mark.parametrize("labels, expected", [
     # Before the agents' step only the rollout's label moves (the operator's stays as a past rollout left it).
-    ({du.ROLLOUT_LABEL: "wait-for-jobs-required", STATE: "upgrade-done"}, "wait-for-jobs-required"),
-    ({du.ROLLOUT_LABEL: "drain-required"}, "drain-required"),
-    ({du.ROLLOUT_LABEL: "validation-required", STATE: "validation-required"}, "validation-required"),
+    ({rules.ROLLOUT_LABEL: "wait-for-jobs-required", STATE: "upgrade-done"}, "wait-for-jobs-required"),
+    ({rules.ROLLOUT_LABEL: "drain-required"}, "drain-required"),
+    ({rules.ROLLOUT_LABEL: "validation-required", STATE: "validation-required"}, "validation-required"),
     # A node an earlier release of the rollout (or a hand) marked carries only the operator's label.
     ({STATE: "pod-restart-required"}, "pod-restart-required"),
 ])
 def test_the_rollout_label_says_where_a_node_resumes(labels, expected):
-    stopped = node("n4", unschedulable=True, labels=labels, annotations={du.TARGET_ANNOTATION: "615"})
+    stopped = node("n4", unschedulable=True, labels=labels, annotations={rules.TARGET_ANNOTATION: "615"})
     view = plan(four_on_580(n4=stopped), serial=1, max_unavailable=1)["nodes"]["n4"]
     assert view["action"] == "resume" and view["resume_from"] == expected and view["state"] == expected
 
 
 def test_the_agents_are_off_only_after_the_drain():
-    assert du.AGENTS_OFF == ["pod-restart-required", "validation-required", "uncordon-required"]
-    assert du.STATES.index(du.AGENTS_OFF[0]) > du.STATES.index("drain-required")
+    assert rules.AGENTS_OFF == ["pod-restart-required", "validation-required", "uncordon-required"]
+    assert rules.STATES.index(rules.AGENTS_OFF[0]) > rules.STATES.index("drain-required")
 
 
 def test_a_node_already_on_the_branch_but_not_finished_is_finished():
     # Killed after its reboot: the driver is new, the node still cordoned.
     stopped = node("n1", unschedulable=True, labels={STATE: "upgrade-done"},
-                   annotations={du.TARGET_ANNOTATION: "615"})
+                   annotations={rules.TARGET_ANNOTATION: "615"})
     result = plan([("n1", 615, stopped), ("n2", 615, node("n2"))])
     assert result["order"] == ["n1"]
     assert result["nodes"]["n1"]["resume_from"] == "upgrade-done"
@@ -121,7 +122,7 @@ def test_a_node_already_on_the_branch_but_not_finished_is_finished():
 
 def test_a_failed_node_starts_over_and_remembers_it_was_cordoned_before():
     failed = node("n1", unschedulable=True, labels={STATE: "upgrade-failed"},
-                  annotations={du.TARGET_ANNOTATION: "615", du.INITIAL_STATE_ANNOTATION: "true"})
+                  annotations={rules.TARGET_ANNOTATION: "615", rules.INITIAL_STATE_ANNOTATION: "true"})
     view = plan(four_on_580(n1=failed), serial=2, max_unavailable=2)["nodes"]["n1"]
     assert view["resume_from"] == "upgrade-required"
     assert view["unschedulable_before"] is True
@@ -129,26 +130,26 @@ def test_a_failed_node_starts_over_and_remembers_it_was_cordoned_before():
 
 def test_a_node_moving_to_another_branch_starts_over():
     other = node("n1", unschedulable=True, labels={STATE: "validation-required"},
-                 annotations={du.TARGET_ANNOTATION: "620"})
+                 annotations={rules.TARGET_ANNOTATION: "620"})
     assert plan(four_on_580(n1=other))["nodes"]["n1"]["resume_from"] == "upgrade-required"
 
 
 @pytest.mark.parametrize("serial, count, expected", [(2, 4, 2), ("2", 4, 2), ("50%", 4, 2),
                                                      ("10%", 4, 1), ("100%", 3, 3)])
 def test_serial(serial, count, expected):
-    assert du.resolve_serial(serial, count) == expected
+    assert rules.resolve_serial(serial, count) == expected
 
 
 @pytest.mark.parametrize("value, total, expected", [(2, 5, 2), ("25%", 5, 2), ("25%", 4, 1),
                                                     ("1%", 1, 1), ("100%", 5, 5)])
 def test_max_unavailable_rounds_up_like_the_operator(value, total, expected):
-    assert du.resolve_max_unavailable(value, total) == expected
+    assert rules.resolve_max_unavailable(value, total) == expected
 
 
 @pytest.mark.parametrize("bad", [0, "0", "-1", "150%", "0%", "two", "", None, True, "2 %%", "2\n"])
 def test_bad_amounts_are_refused(bad):
-    with pytest.raises(AnsibleFilterError) as err:
-        du.resolve_serial(bad, 4)
+    with pytest.raises(rules.RolloutError) as err:
+        rules.resolve_serial(bad, 4)
     assert "serial must be a count" in str(err.value)
 
 
@@ -160,14 +161,13 @@ def test_a_host_without_a_node_is_refused():
     assert "b (b.example)" in str(err.value) and "driver_upgrade_node_name" in str(err.value)
 
 
-def test_the_role_and_the_filter_name_the_same_states_and_keys():
+def test_the_role_names_the_keys_the_rules_read():
+    """The states live in the rules alone (the role reads each node's `todo`); the Node
+    keys the role writes are the ones the rules read."""
     role_vars = yaml.safe_load((REPO / "roles" / "driver_upgrade" / "vars" / "main.yml").read_text())
-    assert role_vars["__driver_upgrade_states"] == du.STATES
-    assert role_vars["__driver_upgrade_state_label"] == du.STATE_LABEL
-    assert role_vars["__driver_upgrade_rollout_label"] == du.ROLLOUT_LABEL
-    assert role_vars["__driver_upgrade_agents_off_states"] == du.AGENTS_OFF
-    assert role_vars["__driver_upgrade_initial_annotation"] == du.INITIAL_STATE_ANNOTATION
-    assert role_vars["__driver_upgrade_target_annotation"] == du.TARGET_ANNOTATION
+    assert not [k for k in role_vars if "states" in k], "the states have one home: module_utils/driver_upgrade.py"
+    for key, value in rules.KEYS.items():
+        assert role_vars["__driver_upgrade_" + key] == value, key
 
 
 def test_an_unreachable_node_is_skipped_counted_unavailable_and_the_others_go_on():
@@ -280,6 +280,10 @@ def test_room_refuses_what_it_cannot_read(args, words):
 
 
 # ---------------------------------------------------------------- the agents back after the upgrade
+def agents_back(pods, expected):
+    return du.driver_upgrade_check(pods, "agents_back", expected)
+
+
 def agent(name, phase="Running", ready=True, deleting=False):
     meta = {"name": name}
     if deleting:
@@ -298,28 +302,28 @@ def agent(name, phase="Running", ready=True, deleting=False):
     ([agent("mpsd-a"), agent("fractiond-b"), agent("metricsd-c")], 2, True, 3),
 ])
 def test_the_agents_are_back_when_as_many_run_ready(pods, expected, ok, ready):
-    back = du.driver_upgrade_agents_back(pods, expected)
+    back = agents_back(pods, expected)
     assert (back["ok"], back["ready"], back["expected"]) == (ok, ready, int(expected))
 
 
 def test_the_agents_message_names_the_pods_or_says_none_run():
-    back = du.driver_upgrade_agents_back([agent("mpsd-a"), agent("fractiond-b", ready=False)], 2)
+    back = agents_back([agent("mpsd-a"), agent("fractiond-b", ready=False)], 2)
     assert back["message"] == "1 of the 2 fractioning agent pod(s) the node ran are back and Ready (mpsd-a, fractiond-b)"
     assert back["rows"] == [{"pod": "mpsd-a", "ready": True}, {"pod": "fractiond-b", "ready": False}]
-    assert du.driver_upgrade_agents_back([], 2)["message"].endswith("(none running)")
+    assert agents_back([], 2)["message"].endswith("(none running)")
 
 
 def test_a_pod_whose_ready_condition_is_true_counts_whatever_jmespath_makes_of_negations():
     # The wait once read `[?!metadata.deletionTimestamp && ...]`, which jmespath 1.1.0 parses as
     # (!metadata).deletionTimestamp: no pod ever matched, and every upgraded node timed out.
-    assert du.driver_upgrade_agents_back([agent("mpsd-a")], 1)["ok"]
+    assert agents_back([agent("mpsd-a")], 1)["ok"]
 
 
 @pytest.mark.parametrize("args, words", [
-    (({"items": []}, 1), "expects the node's agent pods"),
+    (({"items": []}, 1), "the node's agent pods must be a list"),
     (([], "two"), "expected must be a count"),
 ])
 def test_agents_back_refuses_what_it_cannot_read(args, words):
     with pytest.raises(AnsibleFilterError) as err:
-        du.driver_upgrade_agents_back(*args)
+        agents_back(*args)
     assert words in str(err.value)
