@@ -46,6 +46,68 @@ def upstream_version(version):
     return version.rsplit("-", 1)[0] if "-" in version else version
 
 
+# ---------------------------------------------------------------- the driver's versions
+DRIVER_PACKAGE = "nvidia-driver-open"
+FABRICMANAGER_PACKAGE = "nvidia-fabricmanager"
+NSCQ_PACKAGE = "libnvidia-nscq"
+
+
+def _branch_number(branch):
+    try:
+        return int(str(branch).strip())
+    except ValueError:
+        return int(float(str(branch)))
+
+
+def _offered(entry, upstream):
+    """A package at an upstream version: the installed one when its upstream is that,
+    else the newest offered one that is (apt lists newest first); "" for none."""
+    installed = entry.get("installed")
+    if installed and installed.get("upstream") == upstream:
+        return installed["version"]
+    return next((v["version"] for v in entry.get("versions") or [] if v.get("upstream") == upstream), "")
+
+
+def driver_versions(offer, branch, version=None, fabricmanager="auto", nscq=True):
+    """The nvidia_driver role's choice of what to install, from nvidia_driver_info's
+    result (`offer`: apt's view of the driver, Fabric Manager and NSCQ, the
+    installed packages, the NVSwitches).
+
+    The driver: the offered Debian version of `version` (an upstream version) when
+    given; else the installed one when it is of the branch (a re-run never
+    upgrades by itself); else apt's candidate. It is "" when that is not of the
+    branch or nothing is offered (in check mode, before the repository is in
+    place). Fabric Manager (`fabricmanager`: always, never, or auto: where
+    NVSwitches are) and with it NSCQ (`nscq`) at the driver's upstream version,
+    whatever their Debian revisions. Returns {driver, upstream, fabricmanager
+    (wanted), fabricmanager_version, nscq_version, packages (name=version to be
+    installed), plan (those not installed yet, in the same order)}."""
+    offer = offer or {}
+    apt_view = offer.get("apt") or {}
+    driver = apt_view.get(DRIVER_PACKAGE) or {}
+    prefix = "%d." % _branch_number(branch)
+    if version is not None:
+        chosen = next((v["version"] for v in driver.get("versions") or [] if v.get("upstream") == str(version)), "")
+    elif driver.get("installed") and str(driver["installed"].get("upstream") or "").startswith(prefix):
+        chosen = driver["installed"]["version"]
+    else:
+        chosen = (driver.get("candidate") or {}).get("version") or ""
+    upstream = upstream_version(chosen)
+    wanted_fm = fabricmanager == "always" or (fabricmanager == "auto" and (offer.get("nvswitch_count") or 0) > 0)
+    choice = {"driver": chosen if upstream.startswith(prefix) else "", "upstream": upstream,
+              "fabricmanager": wanted_fm,
+              "fabricmanager_version": _offered(apt_view.get(FABRICMANAGER_PACKAGE) or {}, upstream),
+              "nscq_version": _offered(apt_view.get(NSCQ_PACKAGE) or {}, upstream)}
+    packages = ["%s=%s" % (DRIVER_PACKAGE, choice["driver"])]
+    if wanted_fm:
+        packages.append("%s=%s" % (FABRICMANAGER_PACKAGE, choice["fabricmanager_version"]))
+        if nscq:
+            packages.append("%s=%s" % (NSCQ_PACKAGE, choice["nscq_version"]))
+    installed = set("%s=%s" % (name, value) for name, value in (offer.get("installed") or {}).items())
+    choice.update(packages=packages, plan=[p for p in packages if p not in installed])
+    return choice
+
+
 # ---------------------------------------------------------------- apt-cache policy
 def parse_policy(text):
     """`apt-cache policy NAME...` -> {name: {installed, candidate, versions}}.

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
 """Rows of the guide's "Cluster and Nodes" table that the preflight role checks
-in Python (pure functions of API objects and module results, unit-tested alone;
-filters: plugins/filter/preflight_rows.py). Every function returns rows in the
-preflight role's shape: {check, found, wanted, status (PASS, FAIL, PENDING), fix}.
+(pure functions of API objects and module results, unit-tested alone; filters:
+plugins/filter/preflight_rows.py). Every function returns rows in the
+preflight role's shape: {check, found, wanted, status (PASS, FAIL, PENDING), fix};
+driver_rows, runtime_rows and cluster_rows make a task file's whole share of the
+table from what it registered, and verdict the role's closing messages.
 
 Sources: the guide's table (rows 1, 4, 5, 7, 8 and "Adjust for your
 environment"); the fork's mpsd pod limit (gpu-fractioning
@@ -15,7 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import re
+
+from ansible.module_utils.compat.version import LooseVersion
 
 from ansible_collections.smshare.kai.plugins.module_utils import mps as _mps
 
@@ -49,6 +54,47 @@ QUANTITY_FACTORS = {None: 1, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 
 
 def row(check, found, wanted, status, fix=""):
     return {"check": check, "found": found, "wanted": wanted, "status": status, "fix": fix}
+
+
+def _pending_or_fail(managed):
+    return PENDING if managed else FAIL
+
+
+def whole_number(value):
+    """A value read as a whole number the way the roles' Jinja `int` read it: 0 when it is none."""
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+
+def at_least(version, floor):
+    """version >= floor compared as Ansible's `version` test does (LooseVersion: 13.10 > 13.4);
+    false for no version, or versions that cannot be compared."""
+    if version is None or str(version) == "" or floor is None or str(floor) == "":
+        return False
+    try:
+        return LooseVersion(str(version)) >= LooseVersion(str(floor))
+    except TypeError:
+        return False
+
+
+def _unique(items):
+    """Items in first-seen order without repeats (case-insensitive, as Jinja's unique)."""
+    seen, kept = set(), []
+    for item in items:
+        key = item.lower() if isinstance(item, str) else item
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
+
+
+def _text(value):
+    return "%s" % (value,)
 
 
 # ---------------------------------------------------------------- objects
@@ -344,3 +390,247 @@ def k3s_rows(socket_present, cri_socket_path, k3s_socket=K3S_CRI_SOCKET):
     ok = cri_socket_path == k3s_socket
     return [row("k3s/RKE2", "detected (%s)" % k3s_socket, "its CRI socket path configured", PASS if ok else FAIL,
                 "" if ok else "set smshare_cri_socket_path=%s (fractioningAgent.criSocketPath)" % k3s_socket)]
+
+
+# ---------------------------------------------------------------- driver.yml: rows 1 and 7
+def driver_rows(gpu, mps=None, branch=615, min_cuda_version="13.4", managed=False, method="host"):
+    """A GPU node's driver rows from smshare.kai.gpu_info's result (`gpu`) and, with a
+    host-installed driver, smshare.kai.mps_info's (`mps`): the branch, the CUDA version
+    fractions need, MPS v3 and Fabric Manager. With `managed` (this collection's driver
+    play installs the branch next) what the driver brings is PENDING, not FAIL."""
+    gpu = gpu or {}
+    read = "failure" not in gpu
+    branch_ok = read and whole_number(gpu.get("driver_branch", 0)) == whole_number(branch)
+    cuda_ok = read and "cuda_version" in gpu and at_least(gpu["cuda_version"], min_cuda_version)
+    if managed:
+        branch_fix = "the driver play installs r%s next (--tags driver)" % (branch,)
+        cuda_fix = "the driver play installs a driver that supports it next"
+    else:
+        branch_fix = "install the r%s driver (GPU Operator: --set driver.version=...)%s" % (
+            branch, "" if read else ": %s" % (gpu.get("msg"),))
+        cuda_fix = "upgrade the driver to a branch that supports CUDA %s" % (min_cuda_version,)
+    rows = [row("driver branch", gpu["driver_version"] if "driver_version" in gpu else gpu.get("failure", "unknown"),
+                "r%s" % (branch,), PASS if branch_ok else _pending_or_fail(managed), branch_fix),
+            row("CUDA version (fractions)", gpu.get("cuda_version", "unknown"), ">= %s" % (min_cuda_version,),
+                PASS if cuda_ok else _pending_or_fail(managed), cuda_fix)]
+    if method == "host":
+        rows.append(mps_v3_row(mps, managed))
+    return rows + fabric_manager_rows(gpu, managed, method)
+
+
+# ---------------------------------------------------------------- runtime.yml: containerd
+CONTAINERD_VERSION_RE = re.compile(r"v?([0-9]+\.[0-9]+(\.[0-9]+)?)")
+NRI_FIX = 'set disable = false under [plugins."io.containerd.nri.v1.nri"] and restart containerd'
+
+
+def containerd_version(stdout):
+    """The version `containerd --version` prints (2.0.4), "" when it printed none."""
+    match = CONTAINERD_VERSION_RE.search(stdout or "")
+    return match.group(1) if match else ""
+
+
+def slurped_text(result):
+    """The text of an ansible.builtin.slurp result, "" when the file could not be read."""
+    content = (result or {}).get("content") or ""
+    return base64.b64decode(content).decode("utf-8", "surrogateescape")
+
+
+def _stat(result):
+    return (result or {}).get("stat") or {}
+
+
+def runtime_rows(reads, paths, nri, describe):
+    """A GPU node's container runtime rows: the CRI socket (or, on MicroK8s, the link
+    the gpu_fractioning role makes to its socket), the NRI socket, NRI in the
+    containerd config, MicroK8s' and k3s/RKE2's paths.
+
+    reads: what runtime.yml registered (cri, cri_target, nri: ansible.builtin.stat
+    results; microk8s, k3s: stat results of their folder and socket). paths: the
+    role's cri_socket, cri_socket_link_target ("" for none), nri_socket,
+    containerd_config, microk8s_dir, k3s_cri_socket. nri: the containerd_nri
+    filter's answer for the config. describe: a stat in words (the stat_kind filter)."""
+    cri, target = _stat(reads.get("cri")), paths.get("cri_socket_link_target") or ""
+    cri_path, nri_path, microk8s = paths["cri_socket"], paths["nri_socket"], paths["microk8s_dir"]
+    rows = []
+    if target:
+        if cri.get("islnk"):
+            link = "-> %s" % (cri.get("lnk_source"),)
+        else:
+            link = "not a link" if cri.get("exists") else "missing"
+        cri_target = _stat(reads.get("cri_target"))
+        rows += [row("CRI socket link", link, "-> " + target,
+                     PASS if link == "-> " + target else (FAIL if cri.get("exists") else PENDING),
+                     "remove %s (the role links it to %s)" % (cri_path, target) if cri.get("exists")
+                     else "the gpu_fractioning role creates it"),
+                 row("CRI socket", describe(cri_target), "socket " + target, PASS if cri_target.get("issock") else FAIL,
+                     "start containerd, or set smshare_cri_socket_link_target to its socket")]
+    else:
+        rows.append(row("CRI socket", describe(cri), "socket " + cri_path, PASS if cri.get("issock") else FAIL,
+                        "start containerd, or set smshare_cri_socket_path to its socket"))
+    nri_socket = _stat(reads.get("nri"))
+    rows += [row("NRI socket", describe(nri_socket), "socket " + nri_path, PASS if nri_socket.get("issock") else FAIL,
+                 "enable NRI in containerd (see the NRI row) and restart it, or set smshare_nri_socket_path"),
+             row("NRI in containerd config", nri["reason"], "enabled (%s)" % paths["containerd_config"],
+                 PASS if nri["enabled"] else FAIL, NRI_FIX)]
+    if _stat(reads.get("microk8s")).get("exists"):
+        ok = nri_path.startswith(microk8s) and (cri_path.startswith(microk8s) or target.startswith(microk8s))
+        rows.append(row("MicroK8s", "detected at " + microk8s, "its socket paths configured", PASS if ok else FAIL,
+                        "set smshare_cri_socket_path=/opt/kai-runtime/containerd.sock, smshare_cri_socket_link_target="
+                        "%s/common/run/containerd.sock, smshare_nri_socket_path=%s/common/run/nri.sock, "
+                        "smshare_containerd_config_path=%s/current/args/containerd-template.toml"
+                        % (microk8s, microk8s, microk8s)))
+    return rows + k3s_rows(bool(_stat(reads.get("k3s")).get("exists")), cri_path, paths["k3s_cri_socket"])
+
+
+# ---------------------------------------------------------------- cluster.yml
+def rbac_rows(results, kubeconfig):
+    """The guide's RBAC table: one row per SelfSubjectAccessReview (kubernetes.core.k8s
+    loop results whose item is {resource, group})."""
+    rows = []
+    for result in results or []:
+        item = result.get("item") or {}
+        status = ((result.get("result") or {}).get("status")) or {}
+        allowed = status.get("allowed", False)
+        if allowed:
+            found = "yes"
+        elif "result" in result:
+            found = "no" + (": %s" % (status["reason"],) if status.get("reason") else "")
+        else:
+            found = "error: %s" % (result.get("msg", "?"),)
+        group = " (%s)" % (item["group"],) if item.get("group") else ""
+        rows.append(row("may create %s" % (item.get("resource"),), found, "yes, all namespaces",
+                        PASS if allowed else FAIL,
+                        "grant create on %s%s to the identity of %s (cluster-admin installs the charts)"
+                        % (item.get("resource"), group, kubeconfig)))
+    return rows
+
+
+def runtime_class_row(result, name):
+    """The RuntimeClass KAI's reservation pod and the fractioning daemons use (k8s_info result)."""
+    result = result or {}
+    resources = result.get("resources") or []
+    if resources:
+        found = "handler %s" % (resources[0].get("handler"),)
+    else:
+        found = "error: %s" % (result["msg"],) if "msg" in result else "missing"
+    return row("RuntimeClass %s" % (name,), found, "exists", PASS if resources else FAIL,
+               "create the RuntimeClass %s (the GPU Operator's toolkit does; handler nvidia), or set "
+               "smshare_runtime_class to the NVIDIA RuntimeClass: without it fractional pods stay Pending" % (name,))
+
+
+def stack_floors(gpu_operator_minimum, floors):
+    """{image name: lowest version}: the GPU Operator's (its leading v dropped; none when
+    "") first, then the rest of the stack's."""
+    minimum = "%s" % (gpu_operator_minimum or "",)
+    combined = {"gpu-operator": minimum[1:] if minimum.startswith("v") else minimum} if minimum else {}
+    combined.update(floors or {})
+    return combined
+
+
+def stack_rows(stack, floors):
+    """The GPU stack's versions against their floors. stack: the component_images
+    filter's answer for the floors' names ({name: [{namespace, workload, version}]})."""
+    rows = []
+    for name, floor in floors.items():
+        images = stack.get(name) or []
+        found = [image for image in images if image.get("version")]
+        low = [image for image in found if not at_least(image["version"], floor)]
+        if found:
+            where = ["%s/%s" % (image.get("namespace"), image.get("workload")) for image in found]
+            text = "%s (%s)" % (", ".join(_unique([_text(i["version"]) for i in found])), ", ".join(_unique(where)))
+        else:
+            text = "image without a version tag" if images else "not found"
+        if name == "gpu-operator":
+            fix = ("install or upgrade the GPU Operator to v%s or newer (the gpu-fractioning chart refuses to start "
+                   "below its gpuOperator.minimumVersion), or lower smshare_gpu_operator_minimum_version: v26.7.0 "
+                   'runs with the MPS-only memory cap, "" skips the check' % (floor,))
+        else:
+            fix = ("install or upgrade the GPU Operator (v%s or newer) so that %s runs at %s or newer"
+                   % (floors.get("gpu-operator", "26.7.1"), name, floor))
+        rows.append(row("%s version" % name, text, ">= %s" % (floor,), PASS if found and not low else FAIL, fix))
+    return rows
+
+
+def _ready(node):
+    """The node's Ready condition ({} when it has none; the last one when listed twice)."""
+    ready = {}
+    for condition in ((node.get("status") or {}).get("conditions")) or []:
+        if condition.get("type") == "Ready":
+            ready = condition
+    return ready
+
+
+def node_rows(result, selector, min_containerd_version):
+    """The GPU nodes Kubernetes lists under the selector (k8s_info result): Ready,
+    containerd new enough for NRI, GPUs allocatable; a FAIL row when there is none."""
+    result = result or {}
+    nodes = result.get("resources") or []
+    rows = []
+    if not nodes:
+        why = " (%s)" % (result["msg"],) if "msg" in result else ""
+        rows.append(row("GPU nodes", "none with %s%s" % (selector, why),
+                        "at least one", FAIL, "label the GPU nodes (the GPU Operator sets %s)" % (selector,)))
+    for node in nodes:
+        status = node.get("status") or {}
+        ready = _ready(node)
+        ready_ok = ready.get("status") == "True"
+        runtime = (status.get("nodeInfo") or {}).get("containerRuntimeVersion") or ""
+        version = re.search(r"([0-9]+\.[0-9]+(\.[0-9]+)?)", runtime)
+        runtime_ok = (runtime.startswith("containerd://") and bool(version)
+                      and at_least(version.group(), min_containerd_version))
+        allocatable = status.get("allocatable") or {}
+        gpus = allocatable[GPU_RESOURCE] if GPU_RESOURCE in allocatable else "0"
+        found = "Ready=%s, %s, %s nvidia.com/gpu" % (ready["status"] if "status" in ready else "missing",
+                                                     runtime or "no runtime", gpus)
+        fix = (("" if ready_ok else "node not Ready; ")
+               + ("" if runtime_ok else "upgrade containerd to %s or newer (NRI); " % (min_containerd_version,))
+               + ("" if whole_number(gpus) else "no allocatable nvidia.com/gpu: the device plugin does not run there"))
+        rows.append(row("node %s" % ((node.get("metadata") or {}).get("name"),), found,
+                        "Ready, containerd >= %s, GPUs allocatable" % (min_containerd_version,),
+                        PASS if ready_ok and runtime_ok and whole_number(gpus) > 0 else FAIL, fix))
+    return rows
+
+
+def cluster_rows(reads, settings, stack):
+    """The controller's rows, in the table's order: RBAC, the RuntimeClass, the GPU
+    stack's versions, the GPU nodes, their labels and mpsd's memory, and MPS v3 in the
+    GPU Operator's driver pods.
+
+    reads: what cluster.yml registered (access, runtime_class, nodes, all_nodes,
+    mps_exec). settings: the role's kubeconfig, runtime_class, gpu_node_selector,
+    min_containerd_version, gpu_stack_floors (stack_floors' answer),
+    mpsd_memory_limit (None: unset), driver_method, gpu_operator_namespace,
+    driver_daemonset, driver_managed. stack: the component_images filter's answer for
+    the floors' names."""
+    selector = settings["gpu_node_selector"]
+    every_node = (reads.get("all_nodes") or {}).get("resources") or []
+    rows = (rbac_rows((reads.get("access") or {}).get("results"), settings["kubeconfig"])
+            + [runtime_class_row(reads.get("runtime_class"), settings["runtime_class"])]
+            + stack_rows(stack, settings["gpu_stack_floors"])
+            + node_rows(reads.get("nodes"), selector, settings["min_containerd_version"])
+            + gpu_present_rows(every_node, selector) + gpu_memory_rows(every_node, selector)
+            + mpsd_memory_rows(every_node, selector, settings.get("mpsd_memory_limit")))
+    if settings["driver_method"] == "gpu_operator":
+        rows += mps_v3_exec_rows((reads.get("mps_exec") or {}).get("results"), settings["gpu_operator_namespace"],
+                                 settings["driver_daemonset"], settings["driver_managed"])
+    return rows
+
+
+# ---------------------------------------------------------------- report.yml
+def verdict(rows, host):
+    """The table's outcome: {ok (no FAIL row), passed, failed (rows), pending (checks),
+    message (the failure, every failed row with its fix), summary}."""
+    failed = [r for r in rows if r.get("status") == FAIL]
+    pending = [r.get("check") for r in rows if r.get("status") == PENDING]
+    passed = len([r for r in rows if r.get("status") == PASS])
+
+    def shown(value):  # a value as a template shows it: none as nothing
+        return "" if value is None else _text(value)
+
+    message = "Preflight failed on %s (%d of %d rows): %s Nothing was installed." % (
+        host, len(failed), len(rows), "".join("[%s: found %s, wanted %s; %s] " % tuple(
+            shown(r.get(key)) for key in ("check", "found", "wanted", "fix")) for r in failed))
+    summary = "%d rows passed %s" % (passed, ", %s pending (converged later in this run)"
+                                     % ", ".join(shown(c) for c in pending) if pending else "")
+    return {"ok": not failed, "passed": passed, "failed": failed, "pending": pending, "message": message,
+            "summary": summary}

@@ -11,9 +11,10 @@ NODE = {"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true
 
 def test_every_filter_is_registered():
     assert sorted(preflight_rows.FilterModule().filters()) == [
-        "mpsd_memory_limit", "preflight_driver_pods", "preflight_fabric_manager_rows", "preflight_gpu_memory_rows",
-        "preflight_gpu_present_rows", "preflight_k3s_rows", "preflight_mps_v3_exec_rows", "preflight_mps_v3_rows",
-        "preflight_mpsd_memory_rows"]
+        "mpsd_memory_limit", "preflight_cluster_rows", "preflight_driver_pods", "preflight_driver_rows",
+        "preflight_fabric_manager_rows", "preflight_gpu_memory_rows", "preflight_gpu_present_rows",
+        "preflight_k3s_rows", "preflight_mps_v3_exec_rows", "preflight_mps_v3_rows", "preflight_mpsd_memory_rows",
+        "preflight_runtime_rows", "preflight_verdict"]
     assert sorted(fractioning_checks.FilterModule().filters()) == [
         "fractioning_current_daemonsets", "fractioning_failing_containers", "fractioning_symptoms", "mpsd_startup"]
 

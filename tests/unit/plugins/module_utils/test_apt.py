@@ -1,9 +1,11 @@
 # Apache-2.0
 """module_utils/apt.py: apt-cache policy and dpkg-query parsers on recorded
 output, and the preferences records that block NVIDIA's repository."""
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.smshare.kai.plugins.module_utils import apt
 
@@ -155,3 +157,64 @@ def test_preference_files_follow_apts_rules(tmp_path):
     assert [Path(p).name for p in apt.preference_files(str(folder))] == [
         "preferences", "a.pref", "b_c-d.pref", "noext"]
     assert apt.preference_files(str(tmp_path / "missing")) == [str(tmp_path / "preferences")]
+
+
+# ---------------------------------------------------------------- the driver's versions
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "preflight_rows"
+DRIVER_CASES = dict((case["name"], case) for case in yaml.safe_load(
+    (FIXTURES / "driver_versions.yml").read_text())["cases"])
+DRIVER_RECORDED = json.loads((FIXTURES / "recorded.json").read_text())["driver_versions"]
+
+
+def choose(name):
+    case = DRIVER_CASES[name]
+    knobs = dict({"nvidia_driver_branch": 615, "nvidia_driver_fabricmanager": "auto", "nvidia_driver_nscq": True},
+                 **(case.get("knobs") or {}))
+    return apt.driver_versions(case["offer"], knobs["nvidia_driver_branch"], knobs.get("nvidia_driver_version"),
+                               knobs["nvidia_driver_fabricmanager"],
+                               str(knobs["nvidia_driver_nscq"]).lower() in ("true", "yes", "1"))
+
+
+@pytest.mark.parametrize("name", sorted(DRIVER_CASES))
+def test_driver_versions_are_what_the_role_chose(name):
+    """Every recorded state: the same choice as the role's Jinja made (recorded.json)."""
+    found, recorded = choose(name), DRIVER_RECORDED[name]
+    assert dict((key, found[key]) for key in recorded["want"]) == recorded["want"]
+    assert sorted(found["plan"]) == recorded["plan"]
+    assert found["plan"] == [p for p in found["packages"] if p in found["plan"]]
+
+
+# The rules, one case each: (case, driver chosen, Fabric Manager wanted, packages to install).
+@pytest.mark.parametrize("name, driver, fabricmanager, plan", [
+    ("fresh-pcie-node", "615.71.09-0ubuntu1", False, ["nvidia-driver-open=615.71.09-0ubuntu1"]),
+    ("fresh-hgx-node-companions-newest-revision", "615.71.09-0ubuntu1", True,
+     ["nvidia-driver-open=615.71.09-0ubuntu1", "nvidia-fabricmanager=615.71.09-2", "libnvidia-nscq=615.71.09-1"]),
+    ("converged-hgx-node-keeps-installed-revisions", "615.71.09-0ubuntu1", True, []),
+    ("installed-of-branch-is-not-upgraded-by-a-rerun", "615.71.09-0ubuntu1", False, []),
+    ("other-branch-installed-moves-to-candidate", "615.71.09-0ubuntu1", True,
+     ["nvidia-driver-open=615.71.09-0ubuntu1", "nvidia-fabricmanager=615.71.09-2", "libnvidia-nscq=615.71.09-1"]),
+    ("pinned-version-downgrades-companions-follow", "615.71.09-0ubuntu1", True,
+     ["nvidia-driver-open=615.71.09-0ubuntu1", "nvidia-fabricmanager=615.71.09-2", "libnvidia-nscq=615.71.09-1"]),
+    ("pinned-version-not-offered", "", True, ["nvidia-driver-open=", "nvidia-fabricmanager=", "libnvidia-nscq="]),
+    ("nothing-offered-yet-check-mode", "", False, ["nvidia-driver-open="]),
+    ("candidate-of-another-branch-is-refused", "", True,
+     ["nvidia-driver-open=", "nvidia-fabricmanager=580.95.05-1", "libnvidia-nscq=580.95.05-1"]),
+    ("fabric-manager-always-without-nscq", "615.71.09-0ubuntu1", True,
+     ["nvidia-driver-open=615.71.09-0ubuntu1", "nvidia-fabricmanager=615.71.09-2"]),
+    ("fabric-manager-never-on-nvswitches", "615.71.09-0ubuntu1", False, ["nvidia-driver-open=615.71.09-0ubuntu1"]),
+    ("nscq-knob-given-as-text", "615.71.09-0ubuntu1", True,
+     ["nvidia-driver-open=615.71.09-0ubuntu1", "nvidia-fabricmanager=615.71.09-2"]),
+    ("epoch-and-string-branch-unreadable-sysfs", "1:615.71.09-1", False, ["nvidia-driver-open=1:615.71.09-1"]),
+    ("companions-not-at-the-driver-version", "615.80.01-0ubuntu1", True,
+     ["nvidia-driver-open=615.80.01-0ubuntu1", "nvidia-fabricmanager=", "libnvidia-nscq="]),
+    ("branch-prefix-is-a-whole-number", "61.10.01-1", False, ["nvidia-driver-open=61.10.01-1"]),
+])
+def test_driver_versions_rules(name, driver, fabricmanager, plan):
+    found = choose(name)
+    assert (found["driver"], found["fabricmanager"], found["plan"]) == (driver, fabricmanager, plan)
+
+
+def test_driver_versions_of_an_empty_offer():
+    assert apt.driver_versions({}, 615) == {
+        "driver": "", "upstream": "", "fabricmanager": False, "fabricmanager_version": "", "nscq_version": "",
+        "packages": ["nvidia-driver-open="], "plan": ["nvidia-driver-open="]}

@@ -278,3 +278,60 @@ def test_fabric_manager_rows_leave_the_gpu_operator_driver_container_alone():
 def test_k3s_rows(present, path, expected):
     found = rows.k3s_rows(present, path)
     assert [(r["status"], r["fix"]) for r in found] == expected
+
+
+# ---------------------------------------------------------------- readings the Jinja made
+# (the whole rows of each task file are pinned against the role's former Jinja in
+# tests/unit/plugins/filter/test_preflight_rows_recorded.py)
+@pytest.mark.parametrize("version, floor, expected", [
+    ("13.4", "13.4", True), ("13.10", "13.4", True), ("13.0", "13.4", False), ("2.0.4", "2.0", True),
+    ("1.20.0", 1.2, True), ("26.7.0", "26.7.1", False), ("", "1", False), (None, "1", False), ("1.2", "", False),
+    ("1.2a", "1.2.0", False),
+], ids=["equal", "minor-as-a-number", "lower", "longer", "float-floor", "patch-lower", "empty", "none", "no-floor",
+        "incomparable"])
+def test_at_least(version, floor, expected):
+    assert rows.at_least(version, floor) is expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("8", 8), (8, 8), ("2.5", 2), (None, 0), ("x", 0), (" 615", 615),
+], ids=["text", "number", "decimal-text", "none", "word", "space"])
+def test_whole_number(value, expected):
+    assert rows.whole_number(value) == expected
+
+
+@pytest.mark.parametrize("stdout, expected", [
+    ("containerd github.com/containerd/containerd/v2 v2.0.4 1a43cb6", "2.0.4"),
+    ("containerd containerd.io 1.7.27 05044ec", "1.7.27"), ("", ""), (None, ""),
+], ids=["v2", "docker-package", "nothing-printed", "no-output"])
+def test_containerd_version(stdout, expected):
+    assert rows.containerd_version(stdout) == expected
+
+
+def test_slurped_text():
+    assert rows.slurped_text({"content": "dmVyc2lvbiA9IDIK"}) == "version = 2\n"
+    assert rows.slurped_text({"failed": True, "msg": "file not found"}) == ""
+    assert rows.slurped_text(None) == ""
+
+
+@pytest.mark.parametrize("minimum, floors, expected", [
+    ("v26.7.1", {"container-toolkit": "1.20.1"}, {"gpu-operator": "26.7.1", "container-toolkit": "1.20.1"}),
+    ("26.8", {}, {"gpu-operator": "26.8"}), ("", {"k8s-device-plugin": "0.21"}, {"k8s-device-plugin": "0.21"}),
+], ids=["leading-v-dropped", "without-v", "empty-skips-the-operator"])
+def test_stack_floors(minimum, floors, expected):
+    found = rows.stack_floors(minimum, floors)
+    assert found == expected and list(found) == list(expected)
+
+
+def test_rbac_rows_read_a_review_without_an_answer_as_no():
+    [row] = rows.rbac_rows([{"item": {"resource": "namespaces", "group": ""}, "result": None}], "/k")
+    assert (row["found"], row["status"]) == ("no", "FAIL")
+    assert row["fix"] == "grant create on namespaces to the identity of /k (cluster-admin installs the charts)"
+
+
+def test_node_rows_take_the_last_ready_condition():
+    node = {"metadata": {"name": "n"}, "status": {
+        "conditions": [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}],
+        "nodeInfo": {"containerRuntimeVersion": "containerd://2.0.4"}, "allocatable": {"nvidia.com/gpu": "1"}}}
+    [row] = rows.node_rows({"resources": [node]}, "a=b", "2.0")
+    assert (row["status"], row["found"], row["fix"]) == ("PASS", "Ready=True, containerd://2.0.4, 1 nvidia.com/gpu", "")
