@@ -250,14 +250,56 @@ def container_id(pod, container=CONTAINER):
     return None
 
 
+# ---------------------------------------------------------------- who placed a pod
+# The schedulerName the API server gives a pod that names none.
+DEFAULT_SCHEDULER = "default-scheduler"
+NO_SCHEDULER_LOOKED = "no PodScheduled condition: no scheduler looked at it"
+PLACEMENT_PROBLEMS = ("not_placed", "other_scheduler")
+
+
+def placement(pod, events=(), scheduler=None):
+    """Who placed a pod, and where: the one reading of it the smoke test's checks
+    and the kai_pilot role's half-GPU step share (filter smshare.kai.pod_placement).
+
+    pod: the Pod as the API returns it ({} when it was not found). events: Events
+    about it (those about an earlier pod of the same name are left out). Returns
+    scheduler_name (spec.schedulerName, the API server's default-scheduler when
+    unset), node (spec.nodeName, '' before binding), placed_by (the component of
+    its Scheduled event: source.component, else reportingComponent; '' without
+    one), message (that event's), waiting (the PodScheduled condition's message;
+    a fixed text when no scheduler wrote one) and, when `scheduler` is given, ok
+    (placed, by it, and the pod names it) and problem (None, not_placed or
+    other_scheduler)."""
+    spec = pod.get("spec") or {}
+    scheduled = [e for e in events_of(pod, events or ()) if e.get("reason") == "Scheduled"]
+    components = [(e.get("source") or {}).get("component") for e in scheduled] \
+        + [e.get("reportingComponent") for e in scheduled]
+    conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
+    found = {"scheduler_name": spec.get("schedulerName") or DEFAULT_SCHEDULER,
+             "node": spec.get("nodeName") or "",
+             "placed_by": next((c for c in components if c), ""),
+             "message": (scheduled[0].get("message") or "") if scheduled else "",
+             "waiting": (conditions[0].get("message") or "") if conditions else NO_SCHEDULER_LOOKED}
+    if scheduler is not None:
+        if not found["node"]:
+            found["problem"] = "not_placed"
+        elif found["scheduler_name"] != scheduler or found["placed_by"] != scheduler:
+            found["problem"] = "other_scheduler"
+        else:
+            found["problem"] = None
+        found["ok"] = found["problem"] is None
+    return found
+
+
 def binder_decision(pod, container=CONTAINER):
     """What KAI's binder wrote on the pod: portion, memory (MiB), devices (GPU UUIDs),
     node and GPU group. Missing values are None; `problems` lists unreadable ones."""
     meta = pod.get("metadata") or {}
     notes = meta.get("annotations") or {}
     problems = []
-    decision = {"pod": meta.get("name"), "node": (pod.get("spec") or {}).get("nodeName"),
-                "scheduler": (pod.get("spec") or {}).get("schedulerName") or "default-scheduler",
+    where = placement(pod)
+    decision = {"pod": meta.get("name"), "node": where["node"] or None,
+                "scheduler": where["scheduler_name"],
                 "gpu_group": (meta.get("labels") or {}).get(GPU_GROUP_LABEL),
                 "annotations": dict(sorted((k, v) for k, v in notes.items() if k.startswith("nvidia.com/"))),
                 "portion": None, "memory_request_mib": None, "memory_limit_mib": None, "devices": []}
@@ -637,8 +679,9 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
     def add(cause, message):
         causes.append({"cause": cause, "message": message})
 
-    scheduler = spec.get("schedulerName") or "default-scheduler"
-    if scheduler != SCHEDULER and not spec.get("nodeName"):
+    where = placement(pod, events)
+    scheduler, node = where["scheduler_name"], where["node"]
+    if scheduler != SCHEDULER and not node:
         add("scheduler_name", "spec.schedulerName is %r, not %r: KAI never sees the pod and the default scheduler "
             "ignores gpu-fraction" % (scheduler, SCHEDULER))
     queue = labels.get(QUEUE_LABEL)
@@ -660,7 +703,7 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
     tolerated = any(t.get("key") == UNSCHEDULABLE_TAINT or (not t.get("key") and t.get("operator") == "Exists")
                     for t in spec.get("tolerations") or [])
     cordoned = [n for n in nodes or () if n["metadata"]["name"] == wanted and (n.get("spec") or {}).get("unschedulable")]
-    if cordoned and not tolerated and not spec.get("nodeName"):
+    if cordoned and not tolerated and not node:
         add("node_cordoned", "node %s is cordoned (spec.unschedulable): no scheduler places a pod there unless it "
             "tolerates %s; uncordon it, or test it cordoned with tolerate_unschedulable" % (wanted, UNSCHEDULABLE_TAINT))
     gpu_nodes = [n["metadata"]["name"] for n in nodes
@@ -688,7 +731,7 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
 
     conditions = _conditions(pod)
     scheduled = conditions.get("PodScheduled", {})
-    if spec.get("nodeName"):
+    if node:
         for cs in status.get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             terminated = (cs.get("state") or {}).get("terminated") or {}
@@ -700,10 +743,10 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
                 add("image_pull" if tries >= 2 else "image_pull_retrying",
                     "container %s on %s: %s %s (failed pulls: %d): check the image name, that the node "
                     "reaches the registry and the pull secret" % (
-                        cs.get("name"), spec["nodeName"], waiting.get("reason"), waiting.get("message") or "",
+                        cs.get("name"), node, waiting.get("reason"), waiting.get("message") or "",
                         tries))
             elif waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
-                add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), spec["nodeName"],
+                add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), node,
                                                                         waiting.get("reason"),
                                                                         waiting.get("message") or ""))
             elif terminated:
@@ -712,7 +755,7 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
         if not causes:
             warnings = [e for e in events if e.get("type") == "Warning" and e.get("reason") not in NOISE]
             add("not_ready", "bound to %s but not Ready%s" % (
-                spec["nodeName"], ": " + "; ".join(_events_text(warnings[-3:])) if warnings else ""))
+                node, ": " + "; ".join(_events_text(warnings[-3:])) if warnings else ""))
         return causes
     messages = []
     if scheduled.get("status") == "False" and scheduled.get("message"):

@@ -52,7 +52,7 @@ def pilot_lab(lab):
     lab.kubectl("get", *KNOBS)  # labctl up --nodes makes it
     yield lab
     knob(lab, "kai-scheduler.gang", None)
-    lab.playbook(PLAY, "--tags", "pilot_cleanup")
+    lab.playbook(PLAY, "--tags", "kai_pilot_cleanup")
 
 
 def test_bad_input_is_refused_before_any_change(pilot_lab):

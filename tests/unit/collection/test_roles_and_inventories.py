@@ -137,7 +137,7 @@ def test_the_readme_table_lists_the_knobs_the_airgap_inventory_sets():
     text = "".join(p.read_text(encoding="utf-8") for p in (REPO / "inventories" / "airgap").rglob("*.yml"))
     # Knobs with a default that is already local (the charts' paths in the fork checkout),
     # pieces of a knob (the mirror login) and another branch's knobs are not set there.
-    not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smoke_test_image_pull_credentials"}
+    not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smoke_test_registry_username"}
     for knob in knobs:
         if knob not in not_set:
             assert re.search(r"(^|[^a-z_])%s:" % re.escape(knob), text, re.M), knob

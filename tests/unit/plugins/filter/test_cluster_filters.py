@@ -43,6 +43,13 @@ def test_dockerconfigjson_names_the_registry_host_only():
     assert base64.b64decode(auths["harbor.corp.internal:8443"]["auth"]) == b"robot:s3cret"
 
 
+@pytest.mark.parametrize("registry", ["registry.lab.internal:5443", "registry.lab.internal:5443/kai-fork",
+                                      "registry.lab.internal:5443/mirror/ghcr.io/kai-scheduler"])
+def test_dockerconfigjson_takes_a_host_or_a_registry_path(registry):
+    """kai_pilot and smoke_test pass the host alone (the chart's, the test images'); the chart roles their registry path."""
+    assert list(json.loads(images.dockerconfigjson(registry, "u", "p"))["auths"]) == ["registry.lab.internal:5443"]
+
+
 @pytest.mark.parametrize("args", [("", "u", "p"), (REGISTRY, "", "p"), (REGISTRY, "u", None)])
 def test_dockerconfigjson_refuses_empty_parts(args):
     with pytest.raises(AnsibleFilterError, match="non-empty"):

@@ -691,3 +691,77 @@ def test_events_of_an_earlier_pod_of_the_same_name_are_left_out():
     no_uid = {"involvedObject": {"name": "fraction-smoke-a"}, "reason": "Scheduled"}
     assert st.events_of(pod, [now, before, no_uid]) == [now, no_uid]
     assert st.events_of({"metadata": {"name": "fraction-smoke-a"}}, [now, before]) == [now, before]
+
+
+# ---------------------------------------------------------------- who placed a pod
+def placed_pod(node="gpu-node-07", scheduler="kai-scheduler", uid="u1", conditions=None):
+    spec = {"schedulerName": scheduler} if scheduler else {}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": "half-gpu", "namespace": "gpu-trial", "uid": uid}, "spec": spec,
+            "status": {"conditions": conditions if conditions is not None else
+                       [{"type": "PodScheduled", "status": "True" if node else "False",
+                         "message": "" if node else "0/2 nodes are available"}]}}
+
+
+def scheduled(component=None, reporting=None, uid="u1", message="Successfully assigned gpu-trial/half-gpu"):
+    event = {"reason": "Scheduled", "message": message, "involvedObject": {"kind": "Pod", "name": "half-gpu", "uid": uid}}
+    if component is not None:
+        event["source"] = {"component": component}
+    if reporting is not None:
+        event["reportingComponent"] = reporting
+    return event
+
+
+PULLED = {"reason": "Pulled", "message": "image present", "source": {"component": "kubelet"},
+          "involvedObject": {"uid": "u1"}}
+
+
+@pytest.mark.parametrize("pod, events, scheduler, expected", [
+    # KAI placed it: the core/v1 event names it in source.component
+    (placed_pod(), [PULLED, scheduled("kai-scheduler")], "kai-scheduler",
+     {"scheduler_name": "kai-scheduler", "node": "gpu-node-07", "placed_by": "kai-scheduler",
+      "message": "Successfully assigned gpu-trial/half-gpu", "ok": True, "problem": None}),
+    # events.k8s.io writes only reportingComponent
+    (placed_pod(), [scheduled(reporting="kai-scheduler")], "kai-scheduler",
+     {"placed_by": "kai-scheduler", "ok": True}),
+    # source.component wins over another event's reportingComponent
+    (placed_pod(), [scheduled(reporting="other"), scheduled("kai-scheduler", message="second")], "kai-scheduler",
+     {"placed_by": "kai-scheduler", "message": "Successfully assigned gpu-trial/half-gpu"}),
+    # the pod names KAI but the default scheduler bound it
+    (placed_pod(), [scheduled("default-scheduler")], "kai-scheduler",
+     {"placed_by": "default-scheduler", "ok": False, "problem": "other_scheduler"}),
+    # the pod names no scheduler: the API server's default
+    (placed_pod(scheduler=None), [scheduled("default-scheduler")], "kai-scheduler",
+     {"scheduler_name": "default-scheduler", "problem": "other_scheduler"}),
+    # bound, but no Scheduled event to say by whom
+    (placed_pod(), [], "kai-scheduler", {"placed_by": "", "message": "", "problem": "other_scheduler"}),
+    # an earlier pod's event (another uid) says nothing about this one
+    (placed_pod(), [scheduled("kai-scheduler", uid="old")], "kai-scheduler", {"placed_by": "", "ok": False}),
+    # not placed: the condition's message says why
+    (placed_pod(node=None), [], "kai-scheduler",
+     {"node": "", "waiting": "0/2 nodes are available", "ok": False, "problem": "not_placed"}),
+    # no scheduler looked at it
+    (placed_pod(node=None, conditions=[]), [], "kai-scheduler",
+     {"waiting": "no PodScheduled condition: no scheduler looked at it", "problem": "not_placed"}),
+    # the pod was not found
+    ({}, [], "kai-scheduler", {"scheduler_name": "default-scheduler", "node": "", "problem": "not_placed"}),
+    # without a scheduler to compare with: only what was read
+    (placed_pod(), [scheduled("kai-scheduler")], None, {"placed_by": "kai-scheduler"}),
+])
+def test_placement(pod, events, scheduler, expected):
+    found = st.placement(pod, events, scheduler)
+    assert {key: found[key] for key in expected} == expected
+    if scheduler is None:
+        assert "ok" not in found and "problem" not in found
+    else:
+        assert found["problem"] in (None,) + st.PLACEMENT_PROBLEMS
+
+
+def test_the_binder_and_the_diagnosis_read_placement_the_same_way():
+    unnamed = placed_pod(scheduler=None, node=None)
+    assert st.binder_decision(unnamed)["scheduler"] == st.placement(unnamed)["scheduler_name"] == "default-scheduler"
+    assert st.binder_decision(unnamed)["node"] is None
+    assert st.binder_decision(placed_pod())["node"] == st.placement(placed_pod())["node"] == "gpu-node-07"
+    assert "scheduler_name" in [c["cause"] for c in st.diagnose(unnamed)]
+    assert "scheduler_name" not in [c["cause"] for c in st.diagnose(placed_pod(scheduler="other"))]
