@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import posixpath
 import re
 
@@ -145,6 +146,31 @@ def path(parameter, value, example, required=True):
         raise BadInput(parameter, value, "must be a normalised absolute path (no '.', '..' or '//')",
                        example)
     return stripped
+
+
+def writable_file(parameter, value, example, required=True):
+    """A path (as path()) where a file can be written now: not a folder, not a file that
+    cannot be written, and under a folder that exists and can be written or can be made
+    (its nearest existing parent a writable folder)."""
+    value = path(parameter, value, example, required=required)
+    if value in (None, ""):
+        return value
+    if os.path.isdir(value):
+        raise BadInput(parameter, value, "is a folder, not a file to write", example)
+    if os.path.lexists(value):
+        if not os.path.isfile(value):
+            raise BadInput(parameter, value, "exists and is not a regular file", example)
+        if not os.access(value, os.W_OK):
+            raise BadInput(parameter, value, "exists and cannot be written", example)
+        return value
+    parent = posixpath.dirname(value)
+    while parent != "/" and not os.path.lexists(parent):
+        parent = posixpath.dirname(parent)
+    if not os.path.isdir(parent):
+        raise BadInput(parameter, value, "cannot be made: %s is not a folder" % parent, example)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(parameter, value, "cannot be written: the folder %s is not writable" % parent, example)
+    return value
 
 
 def mode(parameter, value, example="'0755'", required=True):

@@ -361,9 +361,10 @@ def check_input(params):
     if not 1 <= params["mps_default_percentage"] <= 100:
         raise validate.BadInput("mps_default_percentage", params["mps_default_percentage"],
                                 "must be between 1 and 100", "10")
+    # Checked before the cluster is read: a report that cannot be written is found now, not after the pods ran.
     for key in ("report_markdown", "report_junit"):
         if params[key]:
-            validate.path(key, params[key], example="/var/tmp/smshare/smoke.md")
+            validate.writable_file(key, params[key], example="/var/tmp/smshare/smoke.md")
 
 
 class Cluster(object):

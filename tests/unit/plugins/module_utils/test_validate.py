@@ -157,3 +157,15 @@ def test_git_url_refuses_credentials_and_redacts_them(value, shown, words):
 def test_scheme_less_references_are_redacted_before_the_host(value, redacted):
     assert validate.redact_url(value) == redacted
     assert validate.has_credentials(value) is (redacted != value)
+
+
+def test_writable_file(tmp_path):
+    assert validate.writable_file("report", str(tmp_path / "new" / "deeper" / "r.xml"), "/x.xml") == \
+        str(tmp_path / "new" / "deeper" / "r.xml")
+    (tmp_path / "r.xml").write_text("old")
+    assert validate.writable_file("report", str(tmp_path / "r.xml"), "/x.xml")
+    for bad, words in ((str(tmp_path), "is a folder"), ("/dev/null", "not a regular file"),
+                       (str(tmp_path / "r.xml" / "x.xml"), "is not a folder"), ("rel/x.xml", "absolute path")):
+        with pytest.raises(validate.BadInput) as err:
+            validate.writable_file("report", bad, "/x.xml")
+        assert words in str(err.value), (bad, str(err.value))

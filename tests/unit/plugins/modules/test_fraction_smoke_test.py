@@ -153,6 +153,10 @@ BAD = [
     ("timeout_small", {"timeout": 1}, "timeout", "between 10 and 3600"),
     ("sm_count", {"gpu_sm_count": 0}, "gpu_sm_count", "between 1 and 1024"),
     ("report_relative", {"report_junit": "out/smoke.xml"}, "report_junit", "absolute path"),
+    # Found before the cluster is read, not as a warning once the pods ran.
+    ("report_folder", {"report_junit": "/tmp"}, "report_junit", "is a folder"),
+    ("report_under_a_file", {"report_markdown": "/etc/hostname/smoke.md"}, "report_markdown", "is not a folder"),
+    ("report_device", {"report_markdown": "/dev/null"}, "report_markdown", "not a regular file"),
     ("suffix_dot", {"name_suffix": "a.b"}, "name_suffix", "lower-case"),
     ("tolerate_without_node", {"tolerate_unschedulable": True}, "tolerate_unschedulable", "needs node"),
     ("reserved_negative", {"reserved_gpu_memory_mib": -1}, "reserved_gpu_memory_mib", "between 0 and 65536"),
