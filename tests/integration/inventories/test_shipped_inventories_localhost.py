@@ -187,3 +187,22 @@ def test_the_airgap_inventory_wires_every_role_variable_the_a100_one_does():
         a100 = yaml.safe_load((REPO / ("inventories/a100/group_vars/%s.yml" % group)).read_text()) or {}
         airgap = yaml.safe_load((REPO / ("inventories/airgap/group_vars/%s.yml" % group)).read_text()) or {}
         assert sorted(set(a100) - set(airgap)) == [], group
+
+
+@pytest.mark.parametrize("extra, words", [
+    pytest.param({"kai_pilot_chart_ref": "oci://ghcr.io:99999/kai-scheduler/kai-scheduler/kai-scheduler"},
+                 "must be an oci:// chart reference", id="chart_ref-port-out-of-range"),
+    pytest.param({"kai_pilot_chart_ref": "oci://ghcr.io/Kai-Scheduler/kai-scheduler"},
+                 "must be an oci:// chart reference", id="chart_ref-upper-case-path"),
+    pytest.param({"kai_pilot_chart_ref": "oci://alice:s3cret@ghcr.io/kai-scheduler/kai-scheduler"},
+                 "oci://<redacted>@ghcr.io", id="chart_ref-credentials-redacted"),
+    pytest.param({"kai_pilot_queue_gpu_quota": "inf", "kai_pilot_queue_gpu_limit": "inf"},
+                 "kai_pilot_queue_gpu_quota=inf", id="quota-infinite"),
+    pytest.param({"kai_pilot_queue_gpu_quota": "nan"}, "kai_pilot_queue_gpu_quota=nan", id="quota-nan"),
+])
+def test_the_pilot_refuses_bad_input_before_the_cluster(tmp_path, extra, words):
+    inventory = user_copy(tmp_path, "a100")
+    done = playbook(inventory, "playbooks/pilot.yml", "-vvv", extra=extra)
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and words in out and "Nothing was changed" in out, done.stdout[-3000:]
+    assert "s3cret" not in done.stdout + done.stderr
