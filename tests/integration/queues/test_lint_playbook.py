@@ -92,3 +92,14 @@ def test_the_sharing_mode_comes_from_the_inventory_or_the_command_line(tmp_path)
                "-e", "workload_lint_sharing_mode=Disabled")
     assert off.returncode == 2, off.stdout + off.stderr
     assert "gpuSharingMode is Disabled" in " ".join(off.stdout.split()) and "[sharing-mode]" in off.stdout
+
+
+def test_the_list_nesting_limit_is_the_playbooks_to_set(tmp_path):
+    nested = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "List", "items": [GOOD]}]}]}
+    (tmp_path / "nested.yaml").write_text(yaml.safe_dump(nested))
+    default = lint(tmp_path, "-e", "workload_lint_paths=nested.yaml")
+    assert default.returncode == 0, default.stdout + default.stderr
+    shallow = lint(tmp_path, "-e", "workload_lint_paths=nested.yaml", "-e", "workload_lint_max_list_depth=2")
+    assert shallow.returncode == 2 and "nested.yaml" in shallow.stdout, shallow.stdout + shallow.stderr
