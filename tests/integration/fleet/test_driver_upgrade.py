@@ -130,6 +130,13 @@ def flat(text):
     return " ".join(text.split())
 
 
+def failure_note(lab, name):
+    """The failure annotation the rollout left on a Node ('' when none)."""
+    found = lab.kubectl("get", "node", name, "-o", "json", check=False)
+    return json.loads(found.stdout)["metadata"].get("annotations", {}).get("smshare.kai/driver-upgrade-failure", "") \
+        if found.returncode == 0 else ""
+
+
 def lock_holder(lab):
     found = lab.kubectl("-n", "kube-system", "get", "lease", "smshare-driver-upgrade",
                         "-o", "jsonpath={.spec.holderIdentity}", check=False)
@@ -639,7 +646,8 @@ def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
     output = "".join(said)
     assert reached, f"{first} never reached validation-required: {watcher.changes_of(first, start)}\n{output[-6000:]}"
     assert proc.returncode != 0, output[-6000:]
-    assert watcher.current[first]["state"] == "upgrade-done" and watcher.current[first]["driver"].startswith("580.")
+    assert watcher.current[first]["state"] == "upgrade-done" and watcher.current[first]["driver"].startswith("580."), \
+        (watcher.changes_of(first, start), failure_note(lab, first), output[-6000:])
     assert watcher.states_of(second, start) == [] and not watcher.current[second]["unschedulable"], \
         watcher.changes_of(second, start)
     assert re.search(rf"1 node\(s\) not upgraded, each left as it was: {second}: not cordoned: 1 GPU node\(s\) are "
