@@ -24,7 +24,7 @@ def used_collections():
             if line.lstrip().startswith("#"):
                 continue
             for name in FQCN.findall(line):
-                if name in {n for n in DEPENDENCIES} | {"ansible.posix", "ansible.netcommon", "community.crypto"}:
+                if name in set(DEPENDENCIES) | {"ansible.posix", "ansible.netcommon", "community.crypto"}:
                     found.add(name)
     return found
 

@@ -13,7 +13,7 @@ PARTS = ("symptom", "cause", "fix")
 
 
 def placeholders(text):
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+    return {field[1] for field in string.Formatter().parse(text) if field[1]}
 
 
 @pytest.mark.parametrize("row", ts.ROWS, ids=lambda r: r["id"])
