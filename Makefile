@@ -1,10 +1,11 @@
 # The two commands a newcomer needs (README.md):
 #   make lab    set up this machine, bring the local lab up, run site.yml on it
 #   make test   set up this machine and run every test (what CI runs)
-# And for maintainers: make release VERSION=x.y.z (docs/RELEASING.md), make ee.
+# And for maintainers: make release VERSION=x.y.z (docs/RELEASING.md), make ee,
+# make docs (the docs site, offline, into build/docs/build/html).
 SHELL := /bin/bash
 
-.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests release-check release ee bench
+.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests release-check release ee bench docs
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -40,3 +41,7 @@ ee: bootstrap
 
 bench: bootstrap
 	bash scripts/bench.sh
+
+# The collection's docs site (antsibull-docs + Sphinx, offline): build/docs/build/html.
+docs: bootstrap
+	bash scripts/docs.sh

@@ -21,8 +21,12 @@ LOGS=build/test-logs
 # ansible.cfg's inventory includes the running lab's (.lab/inventory: vaulted
 # values, the vault password file in .lab/): the syntax checks must not depend
 # on whether the lab stream has brought the lab up (or down) yet.
+# Then the docs as the Ansible ecosystem checks them: every plugin's and role's
+# documentation parses and validates, and its references resolve (`make docs`
+# builds the site itself; tests/integration/release/test_docs_site.py).
 stage_lint() {
-  env -u ANSIBLE_VAULT_PASSWORD_FILE ANSIBLE_INVENTORY=inventories/lab ansible-lint --profile production --offline
+  env -u ANSIBLE_VAULT_PASSWORD_FILE ANSIBLE_INVENTORY=inventories/lab ansible-lint --profile production --offline &&
+  antsibull-docs lint-collection-docs --plugin-docs .
 }
 
 stage_sanity() {

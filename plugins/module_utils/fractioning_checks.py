@@ -26,6 +26,8 @@ import json
 import re
 import shlex
 
+from ansible_collections.smshare.kai.plugins.module_utils import troubleshooting
+
 SERVER = "shared"
 DEFAULT_PERCENTAGE = 10
 START_MSG = "starting MPS daemon"
@@ -252,11 +254,8 @@ def symptoms(logs=None, config=None, settings=None, nodes=None):
                 need = (" (%s has %d GPUs: at least %d MiB, %dMi with headroom)" % (node, gpus, 50 * gpus, 64 * gpus)
                         if gpus else "")
                 found.append({"symptom": "mpsd_out_of_memory", "pod": pod, "node": node, "evidence": evidence,
-                              "message": "mpsd pod %s on %s exits with CUDA_ERROR_OUT_OF_MEMORY: its host-memory "
-                                         "limit (%s) is too small for the node's GPUs, not GPU memory; raise "
-                                         "mpsDaemon.resources.limits.memory (gpu_fractioning_mpsd_memory_limit, "
-                                         "smshare_mpsd_memory_limit): about 50 MiB per GPU%s"
-                                         % (pod, node, limit, need)})
+                              "message": troubleshooting.message("mpsd_out_of_memory", pod=pod, node=node,
+                                                                 limit=limit, need=need)})
         if component == "fractiond" and item.get("container") in (None, "fractiond"):
             nri = settings.get("nri_socket_path") or "/var/run/nri/nri.sock"
             unavailable = _hit(lines, r"NRI socket \S+ not available")
@@ -264,13 +263,10 @@ def symptoms(logs=None, config=None, settings=None, nodes=None):
             if unavailable or not registered:
                 evidence = unavailable or "no 'configured NRI plugin' line in its log"
                 found.append({"symptom": "fractiond_not_registered", "pod": pod, "node": node, "evidence": evidence,
-                              "message": "fractiond pod %s on %s did not register as an NRI plugin (%s): the NRI "
-                                         "socket is fractioningAgent.nriSocketPath (gpu_fractioning_nri_socket_path, "
-                                         "now %s) and must be a socket on the node with NRI enabled in containerd; "
-                                         "MicroK8s: %s and the CRI socket linked under /opt/kai-runtime; k3s/RKE2: "
-                                         "criSocketPath /run/k3s/containerd/containerd.sock (now %s)"
-                                         % (pod, node, evidence, nri, "/var/snap/microk8s/common/run/nri.sock",
-                                            settings.get("cri_socket_path") or "/run/containerd/containerd.sock")})
+                              "message": troubleshooting.message(
+                                  "fractiond_not_registered", pod=pod, node=node, evidence=evidence, nri=nri,
+                                  microk8s_nri="/var/snap/microk8s/common/run/nri.sock",
+                                  cri=settings.get("cri_socket_path") or "/run/containerd/containerd.sock")})
     ready = {}
     for condition in ((config or {}).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
@@ -279,11 +275,7 @@ def symptoms(logs=None, config=None, settings=None, nodes=None):
         minimum = settings.get("gpu_operator_minimum_version")
         found.append({"symptom": "gpu_operator_version_unsupported", "pod": None, "node": None,
                       "evidence": ready.get("message") or "",
-                      "message": "GpuFractioningConfig default is not Ready: GPUOperatorVersionUnsupported (%s). "
-                                 "The chart's gpuOperator.minimumVersion (gpu_fractioning_gpu_operator_minimum_version, "
-                                 "smshare_gpu_operator_minimum_version, now %s) is above the cluster's GPU Operator: "
-                                 "upgrade the GPU Operator to it, or set v26.7.0 to run with the MPS-only memory cap "
-                                 "(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, which a process in the container can change), "
-                                 "or \"\" to skip the check"
-                                 % (ready.get("message") or "", minimum if minimum is not None else "v26.7.1")})
+                      "message": troubleshooting.message(
+                          "gpu_operator_version_unsupported", evidence=ready.get("message") or "",
+                          minimum=minimum if minimum is not None else "v26.7.1")})
     return found

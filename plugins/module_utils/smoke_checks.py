@@ -22,6 +22,7 @@ import re
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.smshare.kai.plugins.module_utils import mps
+from ansible_collections.smshare.kai.plugins.module_utils import troubleshooting
 
 # ---------------------------------------------------------------- the guide's pods
 SCHEDULER = "kai-scheduler"
@@ -424,9 +425,8 @@ def result(check, node, passed, message, evidence, gpu=None, warnings=()):
             "message": message, "evidence": evidence, "warnings": list(warnings)}
 
 
-MISMATCHED_FORKS = ("the KAI-Scheduler fork and the gpu-fractioning fork are a matched pair: an upstream scheduler with "
-                    "the fork's node agents (or the reverse) schedules the pod but gives it no GPU; rebuild and "
-                    "reinstall both from the pinned commits")
+# The guide's troubleshooting row (module_utils/troubleshooting.py, the page's source too).
+MISMATCHED_FORKS = troubleshooting.message("forks_mismatched")
 
 
 def check_binder(node, decisions, fraction):
@@ -783,20 +783,9 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
 
 
 # The guide's troubleshooting rows a pod's own events show: (cause, words in an
-# event's message, what it means and what to do).
-TROUBLESHOOTING = (
-    ("gpu_memory_label_missing", ("does not include nvidia.com/gpu.memory",),
-     "the node has no nvidia.com/gpu.memory label, so KAI's binder cannot size the memory cap and the pod stays "
-     "Pending: run GPU Feature Discovery (part of the GPU Operator), then check kubectl get nodes -L "
-     "nvidia.com/gpu.memory"),
-    ("memory_limit_hook_unsupported", ("failed to set memory limits", "Insufficient Permissions"),
-     "the container toolkit's memory-limit hook (apply-cuda-memory-limits) cannot set a limit on this node: check "
-     "that the driver and toolkit support it, or fall back to GPU Operator v26.7.0 with "
-     "gpuOperator.minimumVersion=v26.7.0 (the cap then rests on CUDA_MPS_PINNED_DEVICE_MEM_LIMIT alone)"),
-    ("mps_namespace_refused", ("MPS namespace",),
-     "fractiond refused to create the sm-sharing container because its MPS namespace could not be provisioned "
-     "(it fails closed rather than run uncapped): read the mpsd pod's log on the node (namespace, provision)"),
-)
+# event's message, what it means and what to do), from module_utils/troubleshooting.py
+# (the troubleshooting page's source too).
+TROUBLESHOOTING = troubleshooting.event_rows()
 
 
 def _troubleshooting(events):
@@ -827,7 +816,7 @@ def _reservation_problem(pod, events, runtime_classes):
     bits = []
     runtime = spec.get("runtimeClassName")
     if not runtime:
-        bits.append("it has no runtimeClassName, so NVML cannot load (install KAI with binder.runtimeClassName=nvidia)")
+        bits.append(troubleshooting.message("reservation_pod_no_runtime_class"))
     elif runtime_classes is not None and runtime not in runtime_classes:
         bits.append("its RuntimeClass %r does not exist (the GPU Operator creates 'nvidia')" % runtime)
     for cs in status.get("containerStatuses") or []:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from antsibull_docs_parser.dom import OptionValuePart
+from antsibull_docs_parser.parser import Context, parse
 
 REPO = Path(__file__).resolve().parents[3]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
@@ -21,20 +23,44 @@ def load(path):
         return yaml.safe_load(handle) or {}
 
 
+TEMPLATED_DEFAULT = "Templated default, rendered when the role runs: "
+
+
+def templated_default(option):
+    """The V() value of the description's templated-default paragraph, or None.
+    A default that is a template is documented there, not as `default:`: docs
+    tools read `default:` as a value of the option's type (antsibull-docs
+    refuses a template for a bool) and would show the template as the value."""
+    paragraphs = option.get("description") or []
+    for paragraph in [paragraphs] if isinstance(paragraphs, str) else paragraphs:
+        if paragraph.startswith(TEMPLATED_DEFAULT):
+            values = [part.value for part in parse([paragraph], Context())[0] if isinstance(part, OptionValuePart)]
+            assert len(values) == 1, "%r: one V(...) expected" % paragraph
+            return values[0]
+    return None
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_argument_spec_matches_defaults(role):
-    """Every default is specified with the same value; a specified option without a
-    default is either required or optional-and-absent (reaches modules as default(omit))."""
+    """Every default is specified with the same value (a template in the
+    description's templated-default paragraph, any other value as `default:`);
+    a specified option without a default is either required or
+    optional-and-absent (reaches modules as default(omit))."""
     defaults = load(REPO / "roles" / role / "defaults" / "main.yml")
     options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert sorted(defaults) == sorted(n for n, o in options.items() if "default" in o), \
+    assert sorted(defaults) == sorted(n for n, o in options.items()
+                                      if "default" in o or templated_default(o) is not None), \
         "defaults/main.yml and the argument spec's defaults list different variables"
     for name, option in options.items():
         assert name.startswith(role + "_"), "%s is not prefixed with the role name" % name
         assert not (option.get("required") and "default" in option), "%s: required with a default" % name
+        assert not ("default" in option and templated_default(option) is not None), \
+            "%s: both a default and a templated default" % name
+        assert "{{" not in str(option.get("default", "")), \
+            "%s: a template as default: document it as %r V(...) in the description" % (name, TEMPLATED_DEFAULT)
     for name, value in defaults.items():
-        assert options[name]["default"] == value, "%s: spec default %r, defaults/main.yml %r" % (
-            name, options[name]["default"], value)
+        spec = options[name]["default"] if "default" in options[name] else templated_default(options[name])
+        assert spec == value, "%s: spec default %r, defaults/main.yml %r" % (name, spec, value)
 
 
 @pytest.mark.parametrize("role", ROLES)
