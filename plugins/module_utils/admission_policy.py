@@ -240,6 +240,7 @@ TEMPLATE_FIELDS = (
         "(%s && size(x.t.spec.containers) > 0 && has(x.t.spec.containers[0].name) ? [x.t.spec.containers[0].name]"
         " : [])" % _has("x.t", "spec", "containers")))
 
+
 # ---------------------------------------------------------------- the rules, in CEL
 def _any_template(condition):
     return "variables.templates.exists(t, %s)" % condition
@@ -605,8 +606,8 @@ def served(cluster_info):
     admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy and its binding."""
     apis = (cluster_info or {}).get("apis") or {}
     server = (((cluster_info or {}).get("version") or {}).get("server") or {}).get("kubernetes") or {}
-    version = server.get("gitVersion") or ("v%s.%s" % (server["major"], server["minor"])
-                                          if server.get("major") else "(version unknown)")
+    version = server.get("gitVersion") or (
+        "v%s.%s" % (server["major"], server["minor"]) if server.get("major") else "(version unknown)")
     kinds = (apis.get(API_VERSION) or {})
     missing = [kind for kind in (POLICY_KIND, BINDING_KIND) if kind not in kinds]
     if not missing:

@@ -49,9 +49,9 @@ class Policy:
             raise AssertionError("%s: evaluation error %s" % (what, value.value()))
         return value.plain_value()
 
-    def judge(self, obj, request=CREATE, old=None):
+    def judge(self, obj, request=None, old=None):
         """None when the policy does not judge the object, else {(rule, severity)} it breaks."""
-        data = {"object": obj, "oldObject": old, "request": request}
+        data = {"object": obj, "oldObject": old, "request": request or CREATE}
         for index, program in enumerate(self.conditions):
             matched = self._value(program, data, "matchConditions[%d]" % index)
             assert isinstance(matched, bool)
@@ -87,7 +87,7 @@ def policies(env, generated):
     return [Policy(env, found[0], wr.ERROR), Policy(env, found[1], wr.WARNING)]
 
 
-def judge(policies, obj, request=CREATE, old=None):
+def judge(policies, obj, request=None, old=None):
     results = [p.judge(obj, request, old) for p in policies]
     assert (results[0] is None) == (results[1] is None)
     return None if results[0] is None else frozenset(results[0] | results[1])

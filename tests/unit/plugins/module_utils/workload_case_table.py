@@ -172,9 +172,23 @@ def secured(obj, pod_level=None, **containers):
     return obj
 
 
-def with_labels(obj, labels):
+def second_job_asks(min_member, parallelism, completions):
+    """A JobSet of two replicated jobs whose second asks min_member of parallelism/completions."""
+    obj = jobset(jobs=2)
+    second = obj["spec"]["replicatedJobs"][1]["template"]
+    second["spec"].update(parallelism=parallelism, completions=completions)
+    second["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = str(min_member)
+    return obj
+
+
+def without_job_metadata(obj):
+    del obj["spec"]["replicatedJobs"][0]["template"]["metadata"]
+    return obj
+
+
+def annotated(obj, annotations):
     obj = copy.deepcopy(obj)
-    obj["metadata"]["labels"] = dict(labels)
+    obj["metadata"]["annotations"] = dict(annotations)
     return obj
 
 
@@ -184,6 +198,7 @@ SIDECAR = [{"name": "gpu-workload"}, {"name": "sidecar"}]
 MAIN = [{"name": "main"}]
 BARE = pod(security=None)
 GPU1 = [{"name": "gpu-workload", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+TF_FOUR = (("Chief", 1), ("PS", 2), ("Worker", 4), ("Evaluator", 1))
 
 
 def case(case_id, obj, *expected, controlled=False):
@@ -275,8 +290,8 @@ CASES = [
              containers=MAIN)),
     case("gpu-fraction-container-name moves the share to the container the memory cap names", pod(
         annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu-workload",
-                     "nvidia.com/container.gpu-workload.gpu-memory.limit": "8Gi"}, containers=[{"name": "sidecar"},
-                                                                                                 {"name": "gpu-workload"}])),
+                     "nvidia.com/container.gpu-workload.gpu-memory.limit": "8Gi"},
+        containers=[{"name": "sidecar"}, {"name": "gpu-workload"}])),
     case("gpu-fraction-container-name names a container the pod lacks",
          pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}), ("unknown-container", E)),
     case("a compute annotation for a container the pod lacks, beside the fraction of the first",
@@ -313,7 +328,7 @@ CASES = [
     case("runai/queue beside kai.scheduler/queue", pod(labels={"runai/queue": "ml-team", "kai.scheduler/queue": "x"})),
     case("runai/queue on the Deployment, none on its template", workload(
         "Deployment", template(labels={}), top_labels={"runai/queue": "ml-team"}),
-         ("legacy-queue-label", E), ("queue-label-missing", W)),
+        ("legacy-queue-label", E), ("queue-label-missing", W)),
     case("no queue label", pod(labels={}), ("queue-label-missing", W)),
     case("no queue label on a pod another object owns (not its controller)",
          pod(labels={}, owners=NOT_CONTROLLER), ("queue-label-missing", W)),
@@ -352,12 +367,9 @@ CASES = [
         job_annotations={"kai.scheduler/batch-min-member": "2"}), ("min-member-too-large", E)),
     case("a JobSet's replicated job with batch-min-member '0'", jobset(
         job_annotations={"kai.scheduler/batch-min-member": "0"}), ("min-member-value", E)),
-    case("a JobSet whose second replicated job asks 3 of completions 2", (lambda obj: [
-        obj["spec"]["replicatedJobs"][1]["template"]["spec"].update(parallelism=4, completions=2),
-        obj["spec"]["replicatedJobs"][1]["template"]["metadata"]["annotations"].update(
-            {"kai.scheduler/batch-min-member": "3"}), obj][-1])(jobset(jobs=2)), ("min-member-too-large", E)),
-    case("a JobSet whose replicated job template has no metadata", (lambda obj: [
-        obj["spec"]["replicatedJobs"][0]["template"].pop("metadata"), obj][-1])(jobset())),
+    case("a JobSet whose second replicated job asks 3 of completions 2", second_job_asks(3, 4, 2),
+         ("min-member-too-large", E)),
+    case("a JobSet whose replicated job template has no metadata", without_job_metadata(jobset())),
     case("batch-min-member 2 with completions 5 and the default parallelism 1",
          job(min_member="2", parallelism=None, completions=5), ("min-member-too-large", E)),
     case("batch-min-member 1 with parallelism 0", job(min_member="1", parallelism=0), ("min-member-too-large", E)),
@@ -366,11 +378,11 @@ CASES = [
     case("a PyTorchJob whose worker asks gpu-fraction 1.5 beside a whole GPU, without schedulerName", kubeflow(specs={
         "Master": {"replicas": 1, "template": gpu_template()},
         "Worker": {"replicas": 2, "template": gpu_template({"gpu-fraction": "1.5"}, scheduler=None)}}),
-         ("scheduler-name", E), ("gpu-fraction-range", E), ("fraction-with-whole-gpu", E)),
+        ("scheduler-name", E), ("gpu-fraction-range", E), ("fraction-with-whole-gpu", E)),
     case("a TFJob's fractional worker with no securityContext", kubeflow("TFJob", "tfReplicaSpecs", {
         "Chief": {"replicas": 1, "template": gpu_template()},
         "Worker": {"replicas": 1, "template": gpu_template(HALF, gpus=0, security=None)}}),
-         ("fraction-runs-as-root", W)),
+        ("fraction-runs-as-root", W)),
     case("an XGBoostJob without its Master", kubeflow("XGBoostJob", "xgbReplicaSpecs", {
         "Worker": {"replicas": 2, "template": gpu_template()}}), ("group-sizes", E)),
     case("a JAXJob without its Worker", kubeflow("JAXJob", "jaxReplicaSpecs", {
@@ -380,10 +392,10 @@ CASES = [
         "Worker": {"replicas": 2, "template": gpu_template()}})),
     case("a PyTorchJob with 0 workers", kubeflow(specs={
         "Master": {"replicas": 1, "template": gpu_template()}, "Worker": {"replicas": 0, "template": gpu_template()}}),
-         ("group-sizes", E)),
+        ("group-sizes", E)),
     case("a PyTorchJob whose workers' replicas is unset", kubeflow(specs={
         "Master": {"replicas": 1, "template": gpu_template()}, "Worker": {"template": gpu_template()}}),
-         ("group-sizes", E)),
+        ("group-sizes", E)),
     case("minAvailable 3 of 1 + 2 replicas", kubeflow(run_policy={"schedulingPolicy": {"minAvailable": 3}})),
     case("minAvailable 5 of 1 + 2 replicas", kubeflow(run_policy={"schedulingPolicy": {"minAvailable": 5}}),
          ("min-member-too-large", E)),
@@ -399,12 +411,10 @@ CASES = [
     case("batch-min-member 'x' on a PyTorchJob", kubeflow(top_annotations={"kai.scheduler/batch-min-member": "x"}),
          ("min-member-value", E)),
     case("a TFJob of four replica types, minAvailable their sum", kubeflow("TFJob", "tfReplicaSpecs", dict(
-        (t, {"replicas": n, "template": gpu_template()}) for t, n in (("Chief", 1), ("PS", 2), ("Worker", 4),
-                                                                        ("Evaluator", 1))),
+        (t, {"replicas": n, "template": gpu_template()}) for t, n in TF_FOUR),
         run_policy={"schedulingPolicy": {"minAvailable": 8}})),
     case("a TFJob of four replica types, minAvailable one more than their sum", kubeflow("TFJob", "tfReplicaSpecs", dict(
-        (t, {"replicas": n, "template": gpu_template()}) for t, n in (("Chief", 1), ("PS", 2), ("Worker", 4),
-                                                                        ("Evaluator", 1))),
+        (t, {"replicas": n, "template": gpu_template()}) for t, n in TF_FOUR),
         run_policy={"schedulingPolicy": {"minAvailable": 9}}), ("min-member-too-large", E)),
     case("an MPIJob with 0 workers", kubeflow("MPIJob", "mpiReplicaSpecs", {
         "Launcher": {"replicas": 1, "template": gpu_template(gpus=0)},
@@ -417,7 +427,7 @@ CASES = [
         specs={}, run_policy={"schedulingPolicy": {"minAvailable": 1}}), ("min-member-too-large", E)),
     case("a JAXJob of one Worker, minAvailable 2", kubeflow("JAXJob", "jaxReplicaSpecs", {
         "Worker": {"replicas": 1, "template": gpu_template()}}, run_policy={"schedulingPolicy": {"minAvailable": 2}}),
-         ("min-member-too-large", E)),
+        ("min-member-too-large", E)),
     case("a TFJob of three replica types, minAvailable their sum", kubeflow("TFJob", "tfReplicaSpecs", dict(
         (t, {"replicas": n, "template": gpu_template()}) for t, n in (("Chief", 1), ("PS", 1), ("Worker", 2))),
         run_policy={"schedulingPolicy": {"minAvailable": 4}})),
@@ -449,8 +459,8 @@ CASES = [
     case("a PodGroup with minMember and minSubGroup", podgroup(minSubGroup=1), ("podgroup-spec", E)),
     case("a PodGroup with minMember 0", podgroup(minMember=0)),
     case("a PodGroup with minSubGroup 0", podgroup(minMember=None, minSubGroup=0)),
-    case("a PodGroup carrying gpu-fraction (it has no pod template: not a placement finding)", (lambda obj: [
-        obj["metadata"].update(annotations={"gpu-fraction": "0.5"}), obj][-1])(podgroup())),
+    case("a PodGroup carrying gpu-fraction (it has no pod template: not a placement finding)",
+         annotated(podgroup(), {"gpu-fraction": "0.5"})),
     case("a PodGroup with minSubGroup -1", podgroup(minMember=None, minSubGroup=-1), ("podgroup-spec", E)),
     case("a PodGroup sized by its subgroups", podgroup(minMember=None, minSubGroup=2, subGroups=[
         {"name": "workers", "minSubGroup": 2}, {"name": "w-0", "parent": "workers", "minMember": 2},
@@ -463,7 +473,7 @@ CASES = [
         {"name": "w-0", "parent": "workers", "minMember": 1}]), ("podgroup-spec", E)),
     case("a PodGroup parent sized by minMember", podgroup(subGroups=[
         {"name": "workers", "minMember": 2}, {"name": "w-0", "parent": "workers", "minMember": 1}]),
-         ("podgroup-spec", E)),
+        ("podgroup-spec", E)),
     case("the external-PodGroup Job, skip-podgrouper on its template", joining()),
     case("a Job joining a PodGroup without skip-podgrouper", joining(skip=None), ("pod-group-skip", E)),
     case("a Job joining a PodGroup, skip-podgrouper on the Job", joining(where="job")),
@@ -477,7 +487,7 @@ CASES = [
          pod(annotations={"gpu-fraction": "0.5", "pod-group-name": "team-gang"}, labels={})),
     case("a pod another object owns joins a PodGroup without skip-podgrouper", pod(
         annotations={"gpu-fraction": "0.5", "pod-group-name": "team-gang"}, labels={}, owners=NOT_CONTROLLER),
-         ("pod-group-skip", E)),
+        ("pod-group-skip", E)),
     case("a pod a ReplicaSet controls joins a PodGroup without skip-podgrouper (the linter judges the pod; "
          "admission leaves it to its owner, which may carry the annotation)",
          pod(annotations={"gpu-fraction": "0.5", "pod-group-name": "team-gang"}, labels={}, owners=CONTROLLER),
@@ -505,7 +515,7 @@ CASES = [
          ("fraction-runs-as-root", W)),
     case("NvFractions memory is fractional too", pod(
         annotations={"nvidia.com/container.main.gpu-memory.request": "4Gi"}, containers=MAIN, security=None),
-         ("fraction-runs-as-root", W)),
+        ("fraction-runs-as-root", W)),
     case("a root sidecar beside a non-root fraction container",
          secured(pod(containers=SIDECAR), NONROOT, sidecar={"runAsUser": 0}), ("fraction-runs-as-root", E)),
     case("a root init container", secured(pod(init=[{"name": "warm"}]), NONROOT, warm={"runAsUser": 0}),
@@ -514,8 +524,8 @@ CASES = [
          secured(pod(containers=SIDECAR), {"runAsUser": 0}), ("fraction-runs-as-root", E)),
     case("the share's container non-root, the sidecar open", secured(
         pod(containers=SIDECAR), None, **{"gpu-workload": {"runAsNonRoot": True}})),
-    case("the share's container open, the sidecar non-root", secured(pod(containers=SIDECAR), None,
-                                                                      sidecar={"runAsNonRoot": True}),
+    case("the share's container open, the sidecar non-root",
+         secured(pod(containers=SIDECAR), None, sidecar={"runAsNonRoot": True}),
          ("fraction-runs-as-root", W)),
     case("the share moved to a non-root sidecar", secured(
         pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"}, containers=SIDECAR),
@@ -523,10 +533,10 @@ CASES = [
     case("the share moved to a sidecar with runAsNonRoot false", secured(
         pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"}, containers=SIDECAR),
         None, **{"gpu-workload": {"runAsNonRoot": True}, "sidecar": {"runAsNonRoot": False}}),
-         ("fraction-runs-as-root", E)),
+        ("fraction-runs-as-root", E)),
     case("a root sidecar beside a share container that leaves it open: both", secured(
         pod(containers=SIDECAR), None, sidecar={"runAsUser": 0}), ("fraction-runs-as-root", E),
-         ("fraction-runs-as-root", W)),
+        ("fraction-runs-as-root", W)),
     case("the share names a container the pod lacks, the pod's own context is open",
          pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}, security=None),
          ("unknown-container", E), ("fraction-runs-as-root", W)),
