@@ -129,6 +129,30 @@ RULES = {
                                      "runAsNonRoot is only unset)"),
 }
 
+# Per-rule metadata (read by module_utils/admission_policy.py and the unit tests, not by lint()).
+# What a rule needs beyond the one object it judges. A rule not named here judges each object
+# alone, so the admission policy checks it in CEL; the ones named here it cannot check, and the
+# reason is what the admission_policy role's README says.
+NEEDS = {
+    "parse": "the manifest file: the API server parses the request itself",
+    "not-read": "the manifest file and the run's read limits",
+    "queue-unknown": "the queue tree (the cluster's Queue objects, or the inventory's list)",
+    "queue-not-leaf": "the queue tree (the cluster's Queue objects, or the inventory's list)",
+    "podgroup-members": "the other objects whose pods join the PodGroup",
+    "sharing-mode": "the cluster's gpuSharingMode (kai-config, another object; or the inventory's knob)",
+}
+# Rules that report a warning as well as their RULES severity (the case decides which).
+ALSO_WARNS = ("fraction-runs-as-root", "sharing-mode")
+
+
+def severities(rule):
+    """The severities a rule reports: its RULES severity, and warning for ALSO_WARNS."""
+    found = [RULES[rule][0]]
+    if rule in ALSO_WARNS and WARNING not in found:
+        found.append(WARNING)
+    return tuple(found)
+
+
 # kind -> pod template paths (lists of keys) inside the object
 TEMPLATES = {
     "Deployment": [("spec", "template")],

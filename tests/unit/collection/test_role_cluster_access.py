@@ -72,7 +72,7 @@ CLUSTER_ROLES = sorted({path.parts[-3] for path in ROLES.glob("*/tasks/*.yml")
 
 
 def test_the_cluster_roles_are_the_ones_expected():
-    assert CLUSTER_ROLES == ["cluster_common", "driver_upgrade", "gpu_fractioning", "gpu_operator", "kai_pilot",
+    assert CLUSTER_ROLES == ["admission_policy", "cluster_common", "driver_upgrade", "gpu_fractioning", "gpu_operator", "kai_pilot",
                              "kai_scheduler", "preflight", "queues", "smoke_test", "uninstall"]
 
 
