@@ -8,8 +8,8 @@ import pytest
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.slow]
 
-TAGS = ["driver_preferences", "driver_repo", "driver_pin", "driver_kernel", "driver_install",
-        "driver_reboot", "driver_verify", "driver_services"]
+TAGS = ["nvidia_driver_preferences", "nvidia_driver_repo", "nvidia_driver_pin", "nvidia_driver_kernel", "nvidia_driver_install",
+        "nvidia_driver_reboot", "nvidia_driver_verify", "nvidia_driver_services"]
 
 
 def recap(output, host):
@@ -31,7 +31,7 @@ def test_each_sub_step_runs_alone_on_a_converged_node(lab):
         assert run.returncode == 0 and counts["failed"] == 0, "%s:\n%s" % (tag, run.stdout[-4000:])
         assert counts["changed"] == 0, "%s changed something:\n%s" % (tag, run.stdout[-4000:])
     # A sub-step tag runs that step's own tasks, not just the preflight.
-    services = lab.playbook("playbooks/driver.yml", "--limit", node, "--tags", "driver_services", "-v")
+    services = lab.playbook("playbooks/driver.yml", "--limit", node, "--tags", "nvidia_driver_services", "-v")
     read = services.stdout.split("Read the loaded driver, the NVSwitches and the services]")
     assert len(read) == 2 and read[1].lstrip("* \n").startswith("ok: [%s]" % node), services.stdout[-3000:]
     assert "Enable and start Fabric Manager]" in services.stdout

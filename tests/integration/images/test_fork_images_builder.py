@@ -2,7 +2,7 @@
 """The role's build machinery (tasks/builder.yml) against the lab's stand-in
 docker CLI (lab/standin/docker: the real `docker buildx ls`/`inspect` formats,
 builders and QEMU kept in a state file). builder.yml runs alone, as
-`--tags images_builder` would: every derived value is a plain variable, so the
+`--tags fork_images_builder` would: every derived value is a plain variable, so the
 entry point needs nothing set beforehand. No registry is contacted.
 """
 import json

@@ -23,7 +23,7 @@ PLAY = """
     - name: Run the role's checks and expose its derived values
       ansible.builtin.include_role:
         name: smshare.kai.fork_images
-        tasks_from: preflight.yml
+        tasks_from: validate.yml
         public: true
     - name: Save them
       ansible.builtin.copy:

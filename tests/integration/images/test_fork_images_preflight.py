@@ -125,7 +125,7 @@ ROW = """
         - name: Run the preflight with row {n}
           ansible.builtin.include_role:
             name: smshare.kai.fork_images
-            tasks_from: preflight.yml
+            tasks_from: validate.yml
           vars: {row}
         - name: Record that row {n} passed
           ansible.builtin.set_fact:
