@@ -9,10 +9,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
-from antsibull_docs_parser.dom import OptionValuePart
-from antsibull_docs_parser.parser import Context, parse
 
 REPO = Path(__file__).resolve().parents[3]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
@@ -27,17 +26,42 @@ TEMPLATED_DEFAULT = "Templated default, rendered when the role runs: "
 
 
 def templated_default(option):
-    """The V() value of the description's templated-default paragraph, or None.
+    """The template of the description's templated-default paragraph, or None.
     A default that is a template is documented there, not as `default:`: docs
     tools read `default:` as a value of the option's type (antsibull-docs
-    refuses a template for a bool) and would show the template as the value."""
+    refuses a template for a bool) and would show the template as the value.
+    It is plain text, not V(...): Ansible renders every description of a role's
+    argument spec when the role runs, and V()'s escaped parenthesis is no Jinja."""
     paragraphs = option.get("description") or []
     for paragraph in [paragraphs] if isinstance(paragraphs, str) else paragraphs:
         if paragraph.startswith(TEMPLATED_DEFAULT):
-            values = [part.value for part in parse([paragraph], Context())[0] if isinstance(part, OptionValuePart)]
-            assert len(values) == 1, "%r: one V(...) expected" % paragraph
-            return values[0]
+            assert paragraph.endswith("."), "%r: the template, then a full stop" % paragraph
+            return paragraph[len(TEMPLATED_DEFAULT):-1]
     return None
+
+
+def texts(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, list):
+        for item in node:
+            yield from texts(item)
+    elif isinstance(node, dict):
+        for item in node.values():
+            yield from texts(item)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_argument_spec_text_is_a_template_ansible_can_render(role):
+    """ansible-core renders a role's whole argument spec, descriptions included, when the role
+    runs: a description that is no valid Jinja fails every play (a V(...) with an escaped
+    parenthesis inside braces once stopped site.yml at its first role)."""
+    spec = load(REPO / "roles" / role / "meta" / "argument_specs.yml")
+    for text in texts(spec):
+        try:
+            jinja2.Environment().parse(text)
+        except jinja2.TemplateSyntaxError as exc:
+            raise AssertionError("%s: %r is no template Ansible can render: %s" % (role, text, exc))
 
 
 @pytest.mark.parametrize("role", ROLES)
