@@ -42,6 +42,11 @@ def spec(role):
     return yaml.safe_load(path.read_text())["argument_specs"]["main"].get("options", {})
 
 
+def short(name):
+    """kai_scheduler for smshare.kai.kai_scheduler."""
+    return name.rsplit(".", maxsplit=1)[-1]
+
+
 def role_defaults(loader, role):
     path = REPO / "roles" / role / "defaults" / "main.yml"
     return (loader.load_from_file(str(path), trusted_as_template=True) or {}) if path.is_file() else {}
@@ -49,7 +54,7 @@ def role_defaults(loader, role):
 
 def play_roles(play):
     """Short names of the roles a play runs: its roles: and the tasks' include_role/import_role."""
-    names = [r.get_name().split(".")[-1] for r in play.get_roles()]
+    names = [short(r.get_name()) for r in play.get_roles()]
 
     def walk(items):
         for item in items:
@@ -59,7 +64,7 @@ def play_roles(play):
                                  "ansible.builtin.import_role"):
                 name = str(item.args.get("name", ""))
                 if "{" not in name:
-                    names.append(name.split(".")[-1])
+                    names.append(short(name))
     walk(play.pre_tasks + play.tasks + play.post_tasks)
     return list(dict.fromkeys(names))
 
@@ -87,7 +92,7 @@ def render_play(play, inventory, loader, manager):
     hosts = inventory.get_hosts(pattern)
     if not hosts and pattern in RUNTIME_GROUPS:
         hosts = inventory.get_hosts(RUNTIME_GROUPS[pattern])
-    static = {r.get_name().split(".")[-1] for r in play.get_roles()}
+    static = {short(r.get_name()) for r in play.get_roles()}
     result = {"play": play.get_name(), "roles": roles, "hosts": {}}
     for host in hosts:
         variables = manager.get_vars(play=play, host=host)
