@@ -12,8 +12,8 @@ import re
 import pytest
 import yaml
 
-from wiring_cases import (FAKE_LAB_VARS, FAKE_LAB_VAULT, REPO, REQUIRED_KNOBS, SENTINEL, VARS, WIRING_FILES, host_values,
-                          knobs_read_by, load, rendered, wiring)
+from wiring_cases import (BROKEN_KNOBS, FAKE_LAB_VARS, FAKE_LAB_VAULT, REPO, REQUIRED_KNOBS, SENTINEL, VARS, WIRING_FILES,
+                          host_values, knobs_read_by, load, rendered, wiring)
 
 SHIPPED = ["a100", "airgap", "lab"]
 # Role variables the lab's all.yml sets itself (each wins over its wiring, as a
@@ -118,6 +118,23 @@ def test_an_optional_knob_left_unset_leaves_the_roles_default():
                         assert name not in seen["values"] and name not in seen["omitted"], where
 
 
+def test_an_optional_knob_that_cannot_be_templated_fails_and_never_falls_back():
+    """An optional knob is unset when the inventory does not name it: one it names
+    with a broken value (here "{{ no_such_variable }}") is an error on every
+    variable wired from it, not the role's default in silence."""
+    wired = wiring()
+    expected = {name for name in wired if knobs_behind(name, wired) & set(BROKEN_KNOBS)}
+    failed = set()
+    for play in rendered()["a100-broken"]:
+        for host, seen in play["hosts"].items():
+            for name, message in seen["undefined"].items():
+                assert name in expected and "no_such_variable" in message, (name, message)
+                failed.add(name)
+            assert not set(seen["values"]) & expected, (play["play"], host, set(seen["values"]) & expected)
+    assert {"smoke_test_image", "nvidia_driver_repo_mirror_url", "kai_scheduler_helm_binary", "fork_images_tag",
+            "kai_scheduler_tag", "gpu_fractioning_tag"} <= failed
+
+
 def test_each_play_loads_the_wiring_of_its_roles():
     when_set = {p.stem for p in (VARS / "wiring_when_set").glob("*.yml")} - {"none"}
     main = {k for k in load(VARS / "wiring.yml") if not k.startswith("_")}
@@ -134,7 +151,8 @@ def test_every_vars_file_the_plays_name_is_in_playbooks_vars():
     for path in sorted((REPO / "playbooks").glob("*.yml")):
         for play in yaml.safe_load(path.read_text()) or []:
             for entry in play.get("vars_files", []):
-                names = re.findall(r"'([a-z_]+)'", entry) if "{{" in entry else [entry]
+                names = re.findall(r"\{\{ '([a-z_]+)' if '[a-z0-9_]+' in _smshare_inventory else '([a-z_]+)' \}\}",
+                                   entry)[0] if "{{" in entry else [entry]
                 for name in names:
                     file = (VARS / "wiring_when_set" / (name + ".yml")) if "{{" in entry else REPO / "playbooks" / name
                     assert file.is_file(), "%s names %s" % (path.name, file)

@@ -2,7 +2,8 @@
 """The inventories the wiring tests render (wiring_render.py, once per test
 session): the three shipped ones, the lab's with a stand-in for the source
 `labctl up` generates, a100 cut down to its required knobs, and a100 with
-every wired role variable set in host_vars."""
+every wired role variable set in host_vars, and a100 naming optional knobs
+whose values cannot be templated."""
 import atexit
 import functools
 import json
@@ -106,6 +107,18 @@ def overridden_a100(root):
     return inventory
 
 
+# Optional knobs the inventory names with a value that cannot be templated.
+BROKEN_KNOBS = ["smshare_smoke_test_image", "smshare_cuda_repo_mirror_url", "smshare_helm_binary", "smshare_image_tag"]
+
+
+def broken_a100(root):
+    inventory = root / "a100-broken"
+    shutil.copytree(REPO / "inventories" / "a100", inventory)
+    with open(inventory / "group_vars" / "all.yml", "a", encoding="utf-8") as handle:
+        handle.write("".join('%s: "{{ no_such_variable }}"\n' % knob for knob in BROKEN_KNOBS))
+    return inventory
+
+
 @functools.lru_cache(maxsize=None)
 def rendered():
     """{case: [play, ...]} from wiring_render.py, for every case, once."""
@@ -117,9 +130,10 @@ def rendered():
         "lab": [str(REPO / "inventories" / "lab"), str(fake_lab_source(root))],
         "a100-required": [str(minimal_a100(root))],
         "a100-overridden": [str(overridden_a100(root))],
+        "a100-broken": [str(broken_a100(root))],
     }
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("wiring_render.py")),
-                           json.dumps({"playbooks": PLAYBOOKS, "cases": cases})],
+                           json.dumps({"playbooks": PLAYBOOKS, "wired": sorted(wiring()), "cases": cases})],
                           cwd=REPO, env=env(), capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout)

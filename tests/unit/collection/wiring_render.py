@@ -5,12 +5,13 @@ the play as that play sees it (and each role default, rendered there) (the inven
 collection's wiring, the roles' defaults, -e), with Ansible's own variable
 manager and templar. Connects to nothing and runs no task.
 
-    python wiring_render.py '{"playbooks": [...], "cases": {"<name>": [<inventory source>, ...]}}'
+    python wiring_render.py '{"playbooks": [...], "wired": [...], "cases": {"<name>": [<source>, ...]}}'
 
-prints JSON: for each case, one entry per play that runs a role, with each host's rendered
-values, the variables left omitted, the undefined ones (with Ansible's
-message), the required ones nothing sets, and the role argument validation's
-errors on the rendered values."""
+prints JSON: for each case, one entry per play that runs a role, with each
+host's rendered values of the role variables that are wired, set by the
+inventory or required, the ones left omitted, the undefined ones (with
+Ansible's message), the required ones nothing sets, the role argument
+validation's errors on the rendered values, and the wired ones' defaults."""
 import json
 import sys
 from pathlib import Path
@@ -52,20 +53,20 @@ def role_defaults(loader, role):
     return (loader.load_from_file(str(path), trusted_as_template=True) or {}) if path.is_file() else {}
 
 
-def play_roles(play):
+def play_roles(data):
     """Short names of the roles a play runs: its roles: and the tasks' include_role/import_role."""
-    names = [short(r.get_name()) for r in play.get_roles()]
+    names = [short(r if isinstance(r, str) else r.get("role", r.get("name", ""))) for r in data.get("roles") or []]
 
     def walk(items):
-        for item in items:
-            if hasattr(item, "block"):
-                walk(item.block + item.rescue + item.always)
-            elif item.action in ("include_role", "import_role", "ansible.builtin.include_role",
-                                 "ansible.builtin.import_role"):
-                name = str(item.args.get("name", ""))
-                if "{" not in name:
+        for item in items or []:
+            for key in ("block", "rescue", "always"):
+                walk(item.get(key))
+            for key in ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"):
+                name = str((item.get(key) or {}).get("name", ""))
+                if name and "{" not in name:
                     names.append(short(name))
-    walk(play.pre_tasks + play.tasks + play.post_tasks)
+    for key in ("pre_tasks", "tasks", "post_tasks"):
+        walk(data.get(key))
     return list(dict.fromkeys(names))
 
 
@@ -80,32 +81,33 @@ def to_json(value):
     return to_text(value)
 
 
-def render_play(play, inventory, loader, manager):
+def render_play(play, roles, inventory, loader, manager, wired):
+    """Each host's view. The play was loaded without its roles: their defaults go under
+    everything else, where a run has them."""
     from ansible.errors import AnsibleError, AnsibleValueOmittedError
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
     from ansible.template import Templar, trust_as_template
     from ansible.utils.vars import combine_vars
 
-    roles = play_roles(play)
     templar = Templar(loader=loader, variables=manager.get_vars(play=play))
     pattern = templar.template(trust_as_template(play.hosts)) if isinstance(play.hosts, str) else play.hosts
     hosts = inventory.get_hosts(pattern)
     if not hosts and pattern in RUNTIME_GROUPS:
         hosts = inventory.get_hosts(RUNTIME_GROUPS[pattern])
-    static = {short(r.get_name()) for r in play.get_roles()}
+    defaults = {}
+    for role in roles:
+        defaults = combine_vars(defaults, role_defaults(loader, role))
     result = {"play": play.get_name(), "roles": roles, "hosts": {}}
     for host in hosts:
-        variables = manager.get_vars(play=play, host=host)
-        for role in roles:
-            if role not in static:   # include_role: its defaults under everything else
-                variables = combine_vars(role_defaults(loader, role), variables)
+        own = set(manager.get_vars(host=host, include_hostvars=False))   # the inventory's and -e's names
+        variables = combine_vars(defaults, manager.get_vars(play=play, host=host))
         templar = Templar(loader=loader, variables=variables)
         seen = {"values": {}, "omitted": [], "undefined": {}, "missing_required": [], "invalid": [], "defaults": {}}
         for role in roles:
             options = spec(role)
-            for name, raw in role_defaults(loader, role).items():   # each default as the role would have it here
+            for name in set(options) & set(wired) & set(defaults):   # the role's default, rendered here
                 try:
-                    seen["defaults"][name] = to_json(templar.template(raw))
+                    seen["defaults"][name] = to_json(templar.template(defaults[name]))
                 except AnsibleError:
                     pass
             given = {}
@@ -114,6 +116,8 @@ def render_play(play, inventory, loader, manager):
                     if option.get("required"):
                         seen["missing_required"].append(name)
                     continue
+                if name not in wired and name not in own and not option.get("required"):
+                    continue   # a role default the inventory leaves alone: the role's business
                 try:
                     value = templar.resolve_variable_expression(name)
                 except AnsibleValueOmittedError:   # default(omit): left to the role, as a module arg
@@ -124,7 +128,8 @@ def render_play(play, inventory, loader, manager):
                     continue
                 given[name] = value
                 seen["values"][name] = to_json(value)
-            checked = ArgumentSpecValidator(options).validate(given)
+            checked = ArgumentSpecValidator({k: v for k, v in options.items() if k in given or v.get("required")}
+                                            ).validate(given)
             seen["invalid"] += [str(e) for e in checked.error_messages]
         result["hosts"][host.name] = seen
     return result
@@ -135,27 +140,33 @@ def main():
     setup()
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
-    from ansible.playbook import Playbook
+    from ansible.playbook.play import Play
     from ansible.vars.hostvars import HostVars
     from ansible.vars.manager import VariableManager
 
     loader = DataLoader()
-    # The plays are read once (what they are does not depend on the inventory).
+    loader.set_basedir(str(REPO / "playbooks"))
+    # The plays are read once, without loading their roles (what the test needs of a role
+    # is its defaults and argument spec, read above).
     manager = VariableManager(loader=loader, inventory=InventoryManager(loader=loader, sources=[]))
-    plays = [(playbook, play) for playbook in request["playbooks"]
-             for play in Playbook.load(str(REPO / playbook), variable_manager=manager, loader=loader).get_plays()]
+    plays = []
+    for playbook in request["playbooks"]:
+        for data in loader.load_from_file(str(REPO / playbook), trusted_as_template=True) or []:
+            roles = play_roles(data)
+            if roles:
+                play = Play.load({k: v for k, v in data.items() if k != "roles"}, variable_manager=manager, loader=loader)
+                plays.append((playbook, play, roles))
     out = {}
     for case, sources in request["cases"].items():
         inventory = InventoryManager(loader=loader, sources=sources)
         manager = VariableManager(loader=loader, inventory=inventory)
         HostVars(inventory=inventory, variable_manager=manager, loader=loader)   # hostvars, as a run has it
         out[case] = []
-        for playbook, play in plays:
-            rendered = render_play(play, inventory, loader, manager)
-            if rendered["roles"]:
-                rendered["playbook"] = playbook
-                rendered["vars_files"] = [str(v) for v in play.get_vars_files()]
-                out[case].append(rendered)
+        for playbook, play, roles in plays:
+            rendered = render_play(play, roles, inventory, loader, manager, request["wired"])
+            rendered["playbook"] = playbook
+            rendered["vars_files"] = [str(v) for v in play.get_vars_files()]
+            out[case].append(rendered)
     json.dump(out, sys.stdout)
 
 
