@@ -19,6 +19,8 @@ PLAY = """
 - name: Read what fork_images receives
   hosts: build_hosts
   gather_facts: false
+  # The collection's wiring of the knobs, as playbooks/images.yml loads it.
+  vars_files: ["{{ wiring }}"]
   tasks:
     - name: Run the role's checks and expose its derived values
       ansible.builtin.include_role:
@@ -47,7 +49,7 @@ def received(tmp_path, inventories, env=None):
     out = tmp_path / "out.json"
     # The preflight reads the build host's architecture (KAI-Scheduler's default platform): this
     # machine stands for the inventory's build host.
-    argv = ["ansible-playbook", str(play), "-e", f"out={out}", "-e", f"ansible_python_interpreter={sys.executable}",
+    argv = ["ansible-playbook", str(play), "-e", f"out={out}", "-e", f"wiring={REPO / 'playbooks' / 'vars' / 'wiring.yml'}", "-e", f"ansible_python_interpreter={sys.executable}",
             "-e", "ansible_connection=local"]
     for inventory in inventories:
         argv += ["-i", str(inventory)]

@@ -3,7 +3,6 @@
 defaults, the inventories have the same groups, site.yml parses with the
 production and the air-gapped inventory, and the air-gapped one moves every
 download the README's table lists to a mirror."""
-import json
 import os
 import re
 import subprocess
@@ -12,6 +11,8 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
+
+from wiring_cases import host_values, knobs_read_by, wiring
 
 REPO = Path(__file__).resolve().parents[3]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
@@ -154,15 +155,10 @@ def airgap_table_knobs():
 
 
 def rendered(inventory, host, names):
-    """The values of these variables for one host of the inventory, templated as a play sees them."""
-    play = REPO / "tests" / "unit" / "collection" / "render_vars.yml"
-    env = dict(_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    proc = subprocess.run(["ansible-playbook", str(play), "-i", "inventories/" + inventory, "-l", host,
-                           "-e", json.dumps({"render_names": names})],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][host]
-    return dict(zip(names, result["msg"]))
+    """The values of these role variables for one host of the inventory, as the plays
+    running their roles see them (the collection's wiring included: wiring_cases.py)."""
+    values = host_values(inventory, host)
+    return {name: values[name] for name in names}
 
 
 def locations(value):
@@ -182,15 +178,22 @@ def locations(value):
 
 
 def test_the_readme_table_lists_the_knobs_the_airgap_inventory_sets():
+    """Each location the table lists is moved by the airgap inventory: the knob is set
+    there, or it is a role variable the collection wires (playbooks/vars/) from a knob
+    the airgap inventory sets."""
     knobs = airgap_table_knobs()
     assert "nvidia_driver_repo_mirror_url" in knobs and "smshare_pilot_chart_ref" in knobs, knobs
     text = "".join(p.read_text(encoding="utf-8") for p in (REPO / "inventories" / "airgap").rglob("*.yml"))
+    airgap = set(yaml.safe_load((REPO / "inventories" / "airgap" / "group_vars" / "all.yml").read_text()))
+    wired = wiring()
     # Knobs with a default that is already local (the charts' paths in the fork checkout),
     # pieces of a knob (the mirror login) and another branch's knobs are not set there.
     not_set = {"kai_scheduler_chart_path", "gpu_fractioning_chart_path", "smoke_test_registry_username"}
     for knob in knobs:
-        if knob not in not_set:
-            assert re.search(r"(^|[^a-z_])%s:" % re.escape(knob), text, re.M), knob
+        if knob in not_set:
+            continue
+        set_there = re.search(r"(^|[^a-z_])%s:" % re.escape(knob), text, re.M)
+        assert set_there or knobs_read_by(wired.get(knob, "")) & airgap, knob
 
 
 @pytest.mark.parametrize("host,group", [("a100-hgx-01", "gpu_nodes"), ("build-01", "build_hosts"),
