@@ -61,7 +61,7 @@ def _amount(value, name):
     match = COUNT.fullmatch(str(value))
     if not match or int(match.group(1)) <= 0 or (match.group(2) and int(match.group(1)) > 100):
         raise RolloutError("driver_upgrade_plan: %s must be a count above 0 (2) or a percentage "
-                                 "from 1%% to 100%% (25%%), got %r" % (name, value))
+                           "from 1%% to 100%% (25%%), got %r" % (name, value))
     return int(match.group(1)), bool(match.group(2))
 
 
@@ -216,7 +216,7 @@ def room(nodes, rollout, batch, pings=None):
     batch. Returns {host: {state, reason}} for the hosts that must not start (empty: all go)."""
     if not isinstance(nodes, list) or not isinstance(rollout, dict) or not isinstance(batch, list):
         raise RolloutError("driver_upgrade_room: expects the Node objects (a list), the plan (a mapping) "
-                                 "and the batch's hosts (a list)")
+                           "and the batch's hosts (a list)")
     pings = list(pings or [])
     if pings and len(pings) != len(batch):
         raise RolloutError("driver_upgrade_room: %d ping results for a batch of %d" % (len(pings), len(batch)))
@@ -279,7 +279,7 @@ def operator_conflicts(policies, nodes, node_names):
     for name, value in (("policies", policies), ("nodes", nodes), ("node_names", node_names)):
         if not isinstance(value, list):
             raise RolloutError("driver_upgrade_operator_conflicts: %s must be a list, got %s"
-                                     % (name, type(value).__name__))
+                               % (name, type(value).__name__))
     wanted = set(str(n) for n in node_names)
     managed = sorted(
         (node.get("metadata") or {}).get("name") for node in nodes
@@ -290,8 +290,6 @@ def operator_conflicts(policies, nodes, node_names):
         if _driver_enabled(policy) and managed:
             conflicts.append({"policy": (policy.get("metadata") or {}).get("name") or "?", "nodes": managed})
     return conflicts
-
-
 
 
 # -------------------------------------------------------------------- the checks each wait ends on
@@ -335,11 +333,11 @@ def agents_back(pods, expected, timeout=None):
 def agents_left(pods, timeout, label=STATE_LABEL):
     """No fractioning agent pod left on the node."""
     names = [_name(p) for p in _objects(pods, "the node's agent pods")]
-    return _result(not names, [{"pod": n} for n in names], (
-        "%d fractioning agent pod(s) still on the node after driver_upgrade_agent_timeout (%s s): %s. Their "
-        "DaemonSets must keep off a node whose %s label is set to anything but upgrade-done (a nodeAffinity on "
-        "it, as the fractioning operator writes); the driver was not changed" % (len(names), timeout, ", ".join(names),
-                                                                              label)))
+    message = ("%d fractioning agent pod(s) still on the node after driver_upgrade_agent_timeout (%s s): %s. Their "
+               "DaemonSets must keep off a node whose %s label is set to anything but upgrade-done (a nodeAffinity on "
+               "it, as the fractioning operator writes); the driver was not changed"
+               % (len(names), timeout, ", ".join(names), label))
+    return _result(not names, [{"pod": n} for n in names], message)
 
 
 def mps_clients(read, holders, timeout, pipe_directory):
@@ -365,8 +363,8 @@ def gpu_holders(pods_read, processes_read, pod_holders, timeout):
         if value is not None and not isinstance(value, dict):
             raise RolloutError("gpu_holders: %s must be a task result (a mapping), got %s" % (what, type(value).__name__))
     if "resources" not in pods_read:
-        return _result(False, [], "Reading the pods on the node failed: %s. %s" % (pods_read.get("msg") or "no result",
-                                                                                  AGAIN), done=True)
+        message = "Reading the pods on the node failed: %s. %s" % (pods_read.get("msg") or "no result", AGAIN)
+        return _result(False, [], message, done=True)
     holders = list(pod_holders or [])
     if processes_read is not None:
         if "holders" not in processes_read:
@@ -410,9 +408,9 @@ def node_ready(nodes, node_name, branch, label, timeout):
         return _result(False, [row], head + "is not Ready (%s: %s). The node stays cordoned" % (
             ready.get("reason") or "no Ready condition", ready.get("message") or ""))
     if label and found != str(branch):
-        return _result(False, [row], head + "is Ready but its label %s says %s, not %s (is GPU Feature Discovery "
-                                             "running on it?). The node stays cordoned" % (label, found or "nothing",
-                                                                                          branch))
+        message = head + ("is Ready but its label %s says %s, not %s (is GPU Feature Discovery running on it?). "
+                          "The node stays cordoned" % (label, found or "nothing", branch))
+        return _result(False, [row], message)
     return _result(True, [row], head + "is Ready on branch %s" % branch)
 
 

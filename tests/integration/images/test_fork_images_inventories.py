@@ -49,7 +49,8 @@ def received(tmp_path, inventories, env=None):
     out = tmp_path / "out.json"
     # The preflight reads the build host's architecture (KAI-Scheduler's default platform): this
     # machine stands for the inventory's build host.
-    argv = ["ansible-playbook", str(play), "-e", f"out={out}", "-e", f"wiring={REPO / 'playbooks' / 'vars' / 'wiring.yml'}", "-e", f"ansible_python_interpreter={sys.executable}",
+    argv = ["ansible-playbook", str(play), "-e", f"out={out}", "-e", f"wiring={REPO / 'playbooks' / 'vars' / 'wiring.yml'}",
+            "-e", f"ansible_python_interpreter={sys.executable}",
             "-e", "ansible_connection=local"]
     for inventory in inventories:
         argv += ["-i", str(inventory)]
