@@ -616,8 +616,8 @@ def test_a_second_run_changes_nothing(fleet):
 
 
 def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
-    """The fleet, now on 615, moved back to 580 one node at a time with one node out of
-    service allowed. A third node (left out of the rollout by the skip label, but counted)
+    """Two nodes moved to the other branch (580 after the tests above, 615 alone) one at a
+    time, with one node out of service allowed. A third node (left out of the rollout by the skip label, but counted)
     goes NotReady while the first is upgraded: when the next batch begins it holds the one
     slot, so the second node is left as it was, named with the NotReady one, and the
     others are not held up. Once it is back, a re-run finishes the second. A watcher, not
@@ -626,7 +626,8 @@ def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
     first, second, sick = fleet["old"][0], fleet["old"][1], fleet["old"][3]
     lab.kubectl("uncordon", fleet["cordoned"])   # outside this rollout: the watcher would count it
     lab.kubectl("label", "node", sick, "--overwrite", "nvidia.com/gpu-driver-upgrade.skip=true")
-    extra = {"driver_upgrade_branch": 580, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1}
+    branch = 580 if watcher.current[first]["driver"].startswith("615.") else 615
+    extra = {"driver_upgrade_branch": branch, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1}
     start = time.time()
     proc = fleet["playbook"](extra=extra, limit=[first, second, sick], background=True)
     said = []   # drained as it comes: a full pipe would stop the play
@@ -644,10 +645,11 @@ def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
         reader.join(60)
         subprocess.run(["podman", "exec", sick, "systemctl", "start", "smshare-node-agent"], check=False)
     output = "".join(said)
-    assert reached, f"{first} never reached validation-required: {watcher.changes_of(first, start)}\n{output[-6000:]}"
-    assert proc.returncode != 0, output[-6000:]
-    assert watcher.current[first]["state"] == "upgrade-done" and watcher.current[first]["driver"].startswith("580."), \
-        (watcher.changes_of(first, start), failure_note(lab, first), output[-6000:])
+    told = f"{watcher.changes_of(first, start)}\nfailure note: {failure_note(lab, first)}\n{output[-8000:]}"
+    assert reached, f"{first} never reached validation-required: {told}"
+    assert proc.returncode != 0, told
+    assert watcher.current[first]["state"] == "upgrade-done", told
+    assert watcher.current[first]["driver"].startswith(f"{branch}."), told
     assert watcher.states_of(second, start) == [] and not watcher.current[second]["unschedulable"], \
         watcher.changes_of(second, start)
     assert re.search(rf"1 node\(s\) not upgraded, each left as it was: {second}: not cordoned: 1 GPU node\(s\) are "
@@ -661,8 +663,8 @@ def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
     wait_until(lambda: watcher.current[sick]["ready"], 60, f"{sick} to be Ready again")
     again = fleet["playbook"](extra=extra, limit=[first, second, sick])
     assert again.returncode == 0, describe(again)
-    assert watcher.current[second]["state"] == "upgrade-done" and watcher.current[second]["driver"].startswith("580.")
-    assert f"{first}: skip (already on branch 580)" in flat(again.stdout), describe(again)
+    assert watcher.current[second]["state"] == "upgrade-done" and watcher.current[second]["driver"].startswith(f"{branch}.")
+    assert f"{first}: skip (already on branch {branch})" in flat(again.stdout), describe(again)
     # Whenever the rollout cordoned a node, nothing else was out of service (one allowed).
     cordons = watcher.cordons_since(start)
     assert [name for name, _others in cordons] == [first, second], cordons
