@@ -100,8 +100,7 @@ def test_every_wiring_yields_to_the_inventorys_own_value():
 
 def test_an_optional_knob_left_unset_leaves_the_roles_default():
     """With only the required knobs, a role variable wired from optional knobs
-    alone is its role's default, or unset ('' or omit) where the role has none;
-    the wiring_when_set/ ones are not defined at all."""
+    alone is its role's default, or unset ('' or omit) where the role has none."""
     wired = wiring()
     for play in rendered()["a100-required"]:
         for host, seen in play["hosts"].items():
@@ -114,8 +113,6 @@ def test_an_optional_knob_left_unset_leaves_the_roles_default():
                     assert seen["values"].get(name) == seen["defaults"][name], where
                 else:
                     assert name in seen["omitted"] or seen["values"].get(name, "") == "", where
-                    if (VARS / "wiring_when_set" / (name + ".yml")).is_file():
-                        assert name not in seen["values"] and name not in seen["omitted"], where
 
 
 def test_an_optional_knob_that_cannot_be_templated_fails_and_never_falls_back():
@@ -136,26 +133,18 @@ def test_an_optional_knob_that_cannot_be_templated_fails_and_never_falls_back():
 
 
 def test_each_play_loads_the_wiring_of_its_roles():
-    when_set = {p.stem for p in (VARS / "wiring_when_set").glob("*.yml")} - {"none"}
     main = {k for k in load(VARS / "wiring.yml") if not k.startswith("_")}
     for play in rendered()["a100"]:
-        files = " ".join(play["vars_files"])
         for role in play["roles"]:
             if any(k.startswith(role + "_") for k in main):
                 assert "vars/wiring.yml" in play["vars_files"], (play["play"], role)
-            for name in sorted(n for n in when_set if role_of(n) == role):
-                assert "vars/wiring_when_set/{{ '%s' if " % name in files, (play["play"], name)
 
 
 def test_every_vars_file_the_plays_name_is_in_playbooks_vars():
     for path in sorted((REPO / "playbooks").glob("*.yml")):
         for play in yaml.safe_load(path.read_text()) or []:
             for entry in play.get("vars_files", []):
-                names = re.findall(r"\{\{ '([a-z_]+)' if '[a-z0-9_]+' in _smshare_inventory else '([a-z_]+)' \}\}",
-                                   entry)[0] if "{{" in entry else [entry]
-                for name in names:
-                    file = (VARS / "wiring_when_set" / (name + ".yml")) if "{{" in entry else REPO / "playbooks" / name
-                    assert file.is_file(), "%s names %s" % (path.name, file)
+                assert "{{" not in entry and (REPO / "playbooks" / entry).is_file(), "%s names %s" % (path.name, entry)
 
 
 def test_the_wiring_ships_in_the_collection():

@@ -20,7 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 PLAYBOOKS = sorted("playbooks/" + p.name for p in (REPO / "playbooks").glob("*.yml") if p.name != "site.yml")
 VARS = REPO / "playbooks" / "vars"
-WIRING_FILES = [VARS / "wiring.yml"] + sorted((VARS / "wiring_when_set").glob("*.yml"))
+WIRING_FILES = [VARS / "wiring.yml"]
 # Knobs the wiring reads without a default: every inventory sets them.
 REQUIRED_KNOBS = [
     "smshare_driver_method", "smshare_driver_branch",
