@@ -120,9 +120,9 @@ options:
     default: false
   greedy_image:
     description:
-      - Image of the greedy-neighbour pods. It needs C(python3) with C(ctypes) and nothing else (C(sleep) for the
+      - "Image of the greedy-neighbour pods. It needs C(python3) with C(ctypes) and nothing else (C(sleep) for the
         neighbour): the probe calls C(libcuda.so.1), which the NVIDIA runtime mounts (the pods set
-        C(NVIDIA_DRIVER_CAPABILITIES=compute,utility)). The guide's nvidia/cuda base image has no python3.
+        C(NVIDIA_DRIVER_CAPABILITIES=compute,utility)). The guide's nvidia/cuda base image has no python3."
     type: str
     default: python:3.12-slim
   gpu_sm_count:
