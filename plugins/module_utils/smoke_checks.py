@@ -740,8 +740,8 @@ def check_greedy(node, fraction, decisions, greedy, neighbour, sm_count, raw=Non
     names = [d["pod"] for d in decisions]
     gpus = [",".join(d["devices"]) for d in decisions]
     if not all(gpus):
-        problems.append("no GPU from the binder for %s: %s" % (" and ".join(n for n, g in zip(names, gpus) if not g),
-                                                              MISMATCHED_FORKS))
+        unbound = " and ".join(n for n, g in zip(names, gpus) if not g)
+        problems.append("no GPU from the binder for %s: %s" % (unbound, MISMATCHED_FORKS))
     elif gpus[0] != gpus[1]:
         problems.append("the greedy pod (%s) and its neighbour (%s) were put on different GPUs, so it had no "
                         "neighbour to take from: KAI bin-packs fractional pods, a busy GPU or a spreading "

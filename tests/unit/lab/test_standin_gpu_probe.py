@@ -118,8 +118,8 @@ KNOBS = [
 
 
 @pytest.mark.parametrize("knob, sms, beyond, words", KNOBS)
-def test_each_enforcement_knob_fails_its_part_of_the_greedy_check(server, monkeypatch, tmp_path, knob, sms, beyond,
-                                                                   words):
+def test_each_enforcement_knob_fails_its_part_of_the_greedy_check(
+        server, monkeypatch, tmp_path, knob, sms, beyond, words):
     device = {"gpus": [GPU], "memory_limit_mib": None if knob == "driver.memory-uncapped" else CAP}
     if knob == "mps.ignore-cap":
         (server["pipe"] / "standin-ignore-cap").touch()
