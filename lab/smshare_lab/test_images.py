@@ -1,7 +1,8 @@
 """The guide's test images, as stand-ins in the lab registry (labctl up --nodes).
 
 `<registry>/nvidia/cuda:13.3.1-base-ubuntu24.04` (the smoke pods: sh, env,
-sleep, cat and the stand-in nvidia-smi) and
+sleep, cat and the stand-in nvidia-smi; python3 with the stand-in ctypes and
+driver the greedy-neighbour probe calls, first on PYTHONPATH) and
 `<registry>/nvidia/k8s/cuda-sample:devicequery` (entrypoint: the stand-in
 deviceQuery), both on the stand-in images' Python base layer
 (lab/standin/forks/hack/standin-base.py) with lab/standin/testimage/. Built with
@@ -21,6 +22,8 @@ from .paths import LAB_DIR, STATE
 from .util import run, say
 
 TOOLS = LAB_DIR / "standin" / "testimage"
+# The stand-in ctypes (and libcuda.so.1) of the greedy-neighbour probe: the base's Python has no ctypes.
+PYLIB = "pylib/ctypes/__init__.py"
 BASE_SCRIPT = LAB_DIR / "standin" / "forks" / "hack" / "standin-base.py"
 WORK = STATE / "test-images"
 IMAGES = {
@@ -64,7 +67,7 @@ def up(registry):
     WORK.mkdir(parents=True, exist_ok=True)
     base = Path(run([sys.executable, str(BASE_SCRIPT), str(WORK / "base")], capture=True).stdout.strip())
     key = hashlib.sha256(base.name.encode() + registry["address"].encode() + b"".join(
-        (TOOLS / n).read_bytes() for n in ("gpuview.py", "nvidia-smi", "deviceQuery"))).hexdigest()
+        (TOOLS / n).read_bytes() for n in ("gpuview.py", "nvidia-smi", "deviceQuery", PYLIB))).hexdigest()
     stamp = WORK / "pushed.json"
     if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key and _in_registry(registry):
         return refs(registry)
@@ -77,11 +80,14 @@ def up(registry):
             for tool in ("gpuview.py", "nvidia-smi", "deviceQuery"):
                 (folder / tool).write_bytes((TOOLS / tool).read_bytes())
                 (folder / tool).chmod(0o755)
+            (folder / "ctypes.py").write_bytes((TOOLS / PYLIB).read_bytes())
             lines = ["FROM scratch", "ADD base.tar /",
                      "COPY gpuview.py /usr/lib/nvidia-standin/gpuview.py",
+                     "COPY ctypes.py /usr/lib/nvidia-standin/pylib/ctypes/__init__.py",
                      "COPY nvidia-smi /usr/bin/nvidia-smi",
                      "COPY deviceQuery /cuda-samples/deviceQuery",
-                     "ENV PATH=/usr/local/bin:/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1",
+                     "ENV PATH=/usr/local/bin:/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 "
+                     "PYTHONPATH=/usr/lib/nvidia-standin/pylib",
                      f"LABEL io.smshare.lab.standin={name}"]
             lines.append(f"ENTRYPOINT {json.dumps(entrypoint)}" if entrypoint else 'CMD ["/bin/sh"]')
             (folder / "Containerfile").write_text("\n".join(lines) + "\n")

@@ -3,7 +3,7 @@
 """Rows of the guide's "Cluster and Nodes" table that the preflight role checks
 (pure functions of API objects and module results, unit-tested alone; filters:
 plugins/filter/preflight_rows.py). Every function returns rows in the
-preflight role's shape: {check, found, wanted, status (PASS, FAIL, PENDING), fix};
+preflight role's shape: {check, found, wanted, status (PASS, FAIL, PENDING, WARN), fix};
 driver_rows, runtime_rows and cluster_rows make a task file's whole share of the
 table from what it registered, and verdict the role's closing messages.
 
@@ -11,7 +11,11 @@ Sources: the guide's table (rows 1, 4, 5, 7, 8 and "Adjust for your
 environment"); the fork's mpsd pod limit (gpu-fractioning
 operator/internal/fractioningmanager/components/mpsd/mpsd.go @ db0ba2ec:
 requests 50m/128Mi, limit 1Gi, "1Gi covers a 16-GPU node"); the binder's
-event (guide, Troubleshooting row 10)."""
+event (guide, Troubleshooting row 10); what each KAI sharing mode enforces of
+GPU memory (KAI-Scheduler docs/gpu-sharing/README.md, its "GPU-sharing modes"
+table, and pkg/apis/kai/v1/common's GpuSharingMode: NonMemoryEnforced "without
+memory limit enforcement"; REFERENCE.md: below GPU Operator v26.7.1 the cap
+rests on the environment variable alone)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -25,6 +29,8 @@ from ansible.module_utils.compat.version import LooseVersion
 from ansible_collections.smshare.kai.plugins.module_utils import mps as _mps
 
 PASS, FAIL, PENDING = "PASS", "FAIL", "PENDING"
+# Said plainly, fails nothing: a choice the cluster may make on purpose.
+WARN = "WARN"
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRESENT_SELECTOR = "nvidia.com/gpu.present=true"
@@ -382,6 +388,46 @@ def fabric_manager_rows(gpu, managed=False, method="host"):
                 "nvidia-fabricmanager: multi-GPU NVSwitch boards need it")]
 
 
+# ---------------------------------------------------------------- GPU memory enforcement
+SHARING_MODES = ("Disabled", "NonMemoryEnforced", "HamiCore", "NvFractions")
+MEMORY_CHECK = "GPU memory enforcement"
+MEMORY_WANTED = "pods held to their GPU memory (NvFractions, GPU Operator >= v26.7.1)"
+# The GPU Operator from which the container toolkit's memory-limit hook makes the cap driver-enforced.
+MEMORY_HOOK_VERSION = "26.7.1"
+
+
+def memory_enforcement_rows(mode, gpu_operator_minimum=None, knob="smshare_gpu_sharing_mode"):
+    """A WARN row (said plainly, failing nothing) when the configured KAI sharing mode
+    does not hold a fractional pod to its GPU memory: NonMemoryEnforced (KAI places
+    pods by memory and enforces none), HamiCore (HAMi-core enforces it, which this
+    collection does not install), Disabled (no sharing at all), or NvFractions with
+    the GPU Operator floor below v26.7.1 (the cap rests on CUDA_MPS_PINNED_DEVICE_MEM_LIMIT,
+    which a pod can change). No row when memory is enforced or nothing is known
+    (no mode, or a floor of "" that skips the version check)."""
+    if mode == "NonMemoryEnforced":
+        return [row(MEMORY_CHECK, "NonMemoryEnforced: GPU memory is not enforced", MEMORY_WANTED, WARN,
+                    "KAI places fractional pods by their memory request but nothing holds a pod to it: containers "
+                    "may see and use more GPU memory than requested, so one pod can take its neighbours' memory. "
+                    "Set %s: NvFractions (the forks' mode) before sharing GPUs between teams, and run the smoke "
+                    "test's greedy-neighbour check (smoke_test_greedy_neighbour)" % knob)]
+    if mode == "HamiCore":
+        return [row(MEMORY_CHECK, "HamiCore: GPU memory is enforced only by HAMi-core, which this collection does "
+                    "not install", MEMORY_WANTED, WARN,
+                    "install HAMi's kai-resource-isolator yourself, or set %s: NvFractions (the forks' mode)" % knob)]
+    if mode == "Disabled":
+        return [row(MEMORY_CHECK, "Disabled: no GPU sharing (fractional pods are refused)", MEMORY_WANTED, WARN,
+                    "set %s: NvFractions to share GPUs with the forks' enforced fractions" % knob)]
+    minimum = "%s" % (gpu_operator_minimum or "",)
+    minimum = minimum[1:] if minimum.startswith("v") else minimum
+    if mode == "NvFractions" and minimum and not at_least(minimum, MEMORY_HOOK_VERSION):
+        return [row(MEMORY_CHECK, "NvFractions with GPU Operator v%s: the memory cap rests on "
+                    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT alone" % minimum, MEMORY_WANTED, WARN,
+                    "below v%s the container toolkit has no memory-limit hook, so the driver does not enforce the "
+                    "cap and a pod can raise or remove its own limit: upgrade the GPU Operator to v%s or newer and "
+                    "unset smshare_gpu_operator_minimum_version" % (MEMORY_HOOK_VERSION, MEMORY_HOOK_VERSION))]
+    return []
+
+
 # ---------------------------------------------------------------- "Adjust": k3s/RKE2
 def k3s_rows(socket_present, cri_socket_path, k3s_socket=K3S_CRI_SOCKET):
     """k3s or RKE2 (their containerd socket exists): the CRI socket path must be theirs."""
@@ -593,15 +639,17 @@ def node_rows(result, selector, min_containerd_version):
 
 def cluster_rows(reads, settings, stack):
     """The controller's rows, in the table's order: RBAC, the RuntimeClass, the GPU
-    stack's versions, the GPU nodes, their labels and mpsd's memory, and MPS v3 in the
-    GPU Operator's driver pods.
+    stack's versions, the GPU nodes, their labels and mpsd's memory, MPS v3 in the
+    GPU Operator's driver pods, and a warning when the sharing mode does not enforce
+    GPU memory.
 
     reads: what cluster.yml registered (access, runtime_class, nodes, all_nodes,
     mps_exec). settings: the role's kubeconfig, runtime_class, gpu_node_selector,
     min_containerd_version, gpu_stack_floors (stack_floors' answer),
     mpsd_memory_limit (None: unset), driver_method, gpu_operator_namespace,
-    driver_daemonset, driver_managed. stack: the component_images filter's answer for
-    the floors' names."""
+    driver_daemonset, driver_managed, and optionally gpu_sharing_mode (KAI's
+    gpuSharingMode) and gpu_operator_minimum (the chart's floor, for that warning).
+    stack: the component_images filter's answer for the floors' names."""
     selector = settings["gpu_node_selector"]
     every_node = (reads.get("all_nodes") or {}).get("resources") or []
     rows = (rbac_rows((reads.get("access") or {}).get("results"), settings["kubeconfig"])
@@ -613,15 +661,17 @@ def cluster_rows(reads, settings, stack):
     if settings["driver_method"] == "gpu_operator":
         rows += mps_v3_exec_rows((reads.get("mps_exec") or {}).get("results"), settings["gpu_operator_namespace"],
                                  settings["driver_daemonset"], settings["driver_managed"])
-    return rows
+    return rows + memory_enforcement_rows(settings.get("gpu_sharing_mode"), settings.get("gpu_operator_minimum"))
 
 
 # ---------------------------------------------------------------- report.yml
 def verdict(rows, host):
     """The table's outcome: {ok (no FAIL row), passed, failed (rows), pending (checks),
-    message (the failure, every failed row with its fix), summary}."""
+    warnings (rows), message (the failure, every failed row with its fix), summary (with
+    every warning and its fix)}."""
     failed = [r for r in rows if r.get("status") == FAIL]
     pending = [r.get("check") for r in rows if r.get("status") == PENDING]
+    warnings = [r for r in rows if r.get("status") == WARN]
     passed = len([r for r in rows if r.get("status") == PASS])
 
     def shown(value):  # a value as a template shows it: none as nothing
@@ -632,5 +682,7 @@ def verdict(rows, host):
             shown(r.get(key)) for key in ("check", "found", "wanted", "fix")) for r in failed))
     summary = "%d rows passed %s" % (passed, ", %s pending (converged later in this run)"
                                      % ", ".join(shown(c) for c in pending) if pending else "")
-    return {"ok": not failed, "passed": passed, "failed": failed, "pending": pending, "message": message,
-            "summary": summary}
+    summary += "".join("; WARNING %s: %s: %s" % (shown(r.get("check")), shown(r.get("found")), shown(r.get("fix")))
+                       for r in warnings)
+    return {"ok": not failed, "passed": passed, "failed": failed, "pending": pending, "warnings": warnings,
+            "message": message, "summary": summary}

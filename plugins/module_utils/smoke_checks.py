@@ -17,10 +17,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import inspect
 import math
 import re
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_probe
 from ansible_collections.smshare.kai.plugins.module_utils import mps
 from ansible_collections.smshare.kai.plugins.module_utils import troubleshooting
 
@@ -94,7 +96,11 @@ CHECK_TITLES = {
     "mps": "3. MPS server enforces (namespace list --server=shared: kai_* and default)",
     "memory": "4. pod's view of GPU memory with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100",
     "sm_share": "SM share measured by deviceQuery",
+    "greedy": "greedy neighbour: a pod asking for every SM and more memory than its cap is held to its share "
+              "beside one that keeps to it",
 }
+# Opt-in (greedy_neighbour), after the others: not in CHECKS.
+GREEDY_CHECK = "greedy"
 EPSILON = 1e-6
 
 # SMs per GPU by product name (NVIDIA's published figures); the module's
@@ -642,6 +648,175 @@ def check_sm_share(node, fraction, parsed, sm_count, decision=None):
 def _one_gpu(decisions):
     gpus = set(",".join(d["devices"]) for d in decisions if d["devices"])
     return gpus.pop() if len(gpus) == 1 else None
+
+
+# ---------------------------------------------------------------- the greedy neighbour
+# The platform notes' "test what a greedy neighbour can do before you share a GPU
+# between teams": two pods of the fraction on one GPU again, after the guide's two
+# steps. One is greedy: the probe (module_utils/gpu_probe.py, run with python3 -c as
+# the container's command) asks MPS for 100 % through its own
+# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, drops its own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT,
+# allocates 4/5 of its cap, tries its cap plus an eighth, and holds what it got. The
+# other keeps to its share: the same probe, exec'd beside it, allocates 4/5 of its
+# own cap. The guide: "The MPS server enforces the pod's SM share, and the driver
+# enforces its memory cap, so the pod cannot raise either one."
+GREEDY_PODS = ("fraction-greedy", "fraction-neighbour")
+# Any image with python3 (and ctypes): the probe needs nothing else but the driver
+# library the NVIDIA runtime mounts. The guide's nvidia/cuda base has no python3.
+DEFAULT_GREEDY_IMAGE = "python:3.12-slim"
+# The driver library is mounted only for the compute capability (set, not left to the image).
+DRIVER_CAPABILITIES = ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+PROBE_SOURCE = inspect.getsource(gpu_probe)
+parse_probe = gpu_probe.parse
+MEMORY_NOT_ENFORCED = (
+    "nothing below the pod holds it to its memory cap. The fork's NvFractions path has the driver enforce "
+    "it through the container toolkit's memory-limit hook (GPU Operator v26.7.1 or newer, toolkit v1.20.1 "
+    "or newer); below that the cap rests on CUDA_MPS_PINNED_DEVICE_MEM_LIMIT alone, which the pod can "
+    "change, and a NonMemoryEnforced sharing mode enforces no memory at all: upgrade the GPU Operator and "
+    "keep gpuSharingMode NvFractions (the preflight's 'GPU memory enforcement' row says which one this "
+    "cluster is), or do not share a GPU between teams that do not trust each other")
+SM_NOT_ENFORCED = (
+    "the MPS server does not hold a client to its namespace's active thread percentage (check 3 lists the "
+    "caps the server was given, not the ones it applies): the pod's CUDA_MPS_PIPE_DIRECTORY must be its own "
+    "namespace's (check 2) on mpsd's protocol-3 server (driver r615 or newer)")
+
+
+def greedy_names(suffix=""):
+    """The greedy pod's and its neighbour's names, with `-<suffix>` as pod_names."""
+    tail = "-" + suffix if suffix else ""
+    return [name + tail for name in GREEDY_PODS]
+
+
+def probe_command(role, hold=None):
+    """The probe as a command line (python3 -c <its source> ...)."""
+    command = ["python3", "-c", PROBE_SOURCE, "--role", role]
+    if hold:
+        command += ["--hold", str(int(hold))]
+    return command
+
+
+def greedy_manifests(params, run):
+    """[greedy pod, neighbour pod] for the module's parameters ([] unless greedy_neighbour).
+    The greedy pod's command is the probe, which holds what it got until the module deletes
+    it (at most its timeout plus five minutes, should the module be killed)."""
+    if not params.get("greedy_neighbour"):
+        return []
+    greedy, neighbour = greedy_names(params.get("name_suffix") or "")
+    common = dict(namespace=params["namespace"], queue=params["queue"], fraction=params["fraction"],
+                  node=params.get("node"), run=run, scheduler=params.get("scheduler_name") or SCHEDULER,
+                  runtime_class=params.get("runtime_class"), pull_secrets=params.get("image_pull_secrets") or (),
+                  pull_policy=params.get("image_pull_policy"), image=params.get("greedy_image") or DEFAULT_GREEDY_IMAGE,
+                  tolerate_unschedulable=bool(params.get("tolerate_unschedulable")))
+    hold = int(params.get("timeout") or 180) + 300
+    return [pod_manifest(greedy, command=probe_command("greedy", hold),
+                         env=[(ENV_PERCENTAGE, HOSTILE_PERCENTAGE), DRIVER_CAPABILITIES], **common),
+            pod_manifest(neighbour, command=["sleep", str(hold)], env=[DRIVER_CAPABILITIES], **common)]
+
+
+def _allocation(result, what):
+    return next((a for a in (result or {}).get("allocations") or [] if a.get("what") == what), None)
+
+
+def _tail(text, limit=300):
+    text = (text or "").strip()
+    return ("..." + text[-limit:]) if len(text) > limit else (text or "no output")
+
+
+def check_greedy(node, fraction, decisions, greedy, neighbour, sm_count, raw=None):
+    """The greedy-neighbour check: the greedy pod, asking for 100 % and without its own
+    pinned memory limit, sees only its SM share, gets 4/5 of its memory cap and is
+    refused its cap plus an eighth with CUDA_ERROR_OUT_OF_MEMORY; beside it, the
+    neighbour sees its share and gets 4/5 of its own cap. decisions: the two pods'
+    binder_decision (greedy first); greedy, neighbour: their probes' results
+    (gpu_probe.parse; None when none came); raw: {greedy, neighbour} outputs, quoted
+    when a probe gave no result. Each failure names the enforcement that is missing."""
+    raw = raw or {}
+    problems, warnings = [], []
+    wanted = int(math.floor(sm_count * fraction + EPSILON)) if sm_count else None
+    evidence = {"greedy": greedy, "neighbour": neighbour, "gpu_sm_count": sm_count, "fraction": fraction,
+                "expected_multiprocessors": wanted,
+                "pods": dict((d["pod"], {"devices": d["devices"], "portion": d["portion"],
+                                         "memory_limit_mib": d["memory_limit_mib"]}) for d in decisions)}
+    names = [d["pod"] for d in decisions]
+    gpus = [",".join(d["devices"]) for d in decisions]
+    if not all(gpus):
+        unbound = " and ".join(n for n, g in zip(names, gpus) if not g)
+        problems.append("no GPU from the binder for %s: %s" % (unbound, MISMATCHED_FORKS))
+    elif gpus[0] != gpus[1]:
+        problems.append("the greedy pod (%s) and its neighbour (%s) were put on different GPUs, so it had no "
+                        "neighbour to take from: KAI bin-packs fractional pods, a busy GPU or a spreading "
+                        "placement strategy split them; run it again on an idle node" % tuple(gpus))
+    if sm_count is None:
+        problems.append("unknown SM count of %r: set gpu_sm_count" % ((greedy or neighbour or {}).get("device"),))
+    held = (greedy or {}).get("held_mib") or 0
+    for role, found, decision in (("greedy", greedy, decisions[0]), ("neighbour", neighbour, decisions[1])):
+        who = "the greedy pod %s" % decision["pod"] if role == "greedy" else "its neighbour %s" % decision["pod"]
+        if found is None:
+            problems.append("%s: its probe gave no result (%s)" % (who, _tail(raw.get(role))))
+            continue
+        if found.get("multiprocessors") is None:
+            problems.append("%s: the probe could not run: %s" % (who, found.get("error") or "no SM count"))
+            continue
+        seen = found["multiprocessors"]
+        if wanted is not None and seen != wanted:
+            if role == "greedy" and seen > wanted:
+                problems.append("SM cap not enforced: %s asked %s=%s and sees %d of %d SMs, its share is %d: %s" % (
+                    who, ENV_PERCENTAGE, HOSTILE_PERCENTAGE, seen, sm_count, wanted, SM_NOT_ENFORCED))
+            elif role == "greedy":
+                problems.append("%s sees %d of %d SMs, fewer than its share %d" % (who, seen, sm_count, wanted))
+            else:
+                problems.append("%s, which keeps to its share, sees %d of %d SMs beside the greedy pod, its share is "
+                                "%d%s" % (who, seen, sm_count, wanted, (": " + SM_NOT_ENFORCED) if seen > wanted else ""))
+        if found.get("error"):
+            problems.append("%s: %s (fractiond injects the cap: check 2)" % (who, found["error"]))
+            continue
+        cap = found.get("cap_mib")
+        if decision["memory_limit_mib"] is not None and cap is not None and cap != decision["memory_limit_mib"]:
+            warnings.append("%s read a cap of %s MiB from %s, the binder's is %s MiB" % (
+                who, cap, found.get("cap_from"), decision["memory_limit_mib"]))
+        within, beyond = _allocation(found, "within"), _allocation(found, "beyond")
+        if within is None or not within.get("ok"):
+            if role == "greedy":
+                problems.append("%s could not allocate %s MiB within its %s MiB cap (%s): the probe proves nothing "
+                                "about the cap" % (who, (within or {}).get("mib"), cap, (within or {}).get("result")))
+            else:
+                problems.append("%s could not allocate %s MiB within its %s MiB cap while the greedy pod held %s MiB "
+                                "(%s): the greedy pod took its memory: %s" % (
+                                    who, (within or {}).get("mib"), cap, held, (within or {}).get("result"),
+                                    MEMORY_NOT_ENFORCED))
+        if role != "greedy":
+            continue
+        if beyond is None:
+            problems.append("%s made no allocation beyond its cap" % who)
+        elif beyond.get("ok"):
+            problems.append("GPU memory cap not enforced: %s dropped its own %s and allocated %s MiB beyond its %s MiB "
+                            "cap (holding %s MiB): %s" % (who, ENV_PINNED, beyond["mib"], cap, held,
+                                                          MEMORY_NOT_ENFORCED))
+        elif beyond.get("code") != gpu_probe.CUDA_ERROR_OUT_OF_MEMORY:
+            problems.append("%s was refused %s MiB beyond its cap with %s, not CUDA_ERROR_OUT_OF_MEMORY: that is no "
+                            "proof of a memory cap" % (who, beyond.get("mib"), beyond.get("result")))
+    if problems:
+        message = "; ".join(problems)
+    else:
+        refused = _allocation(greedy, "beyond")
+        message = ("the greedy pod asked %s=%s and sees %d of %d SMs, allocated %d MiB within its %d MiB cap and was "
+                   "refused %d MiB (%s); its neighbour sees %d SMs and allocated %d MiB beside it" % (
+                       ENV_PERCENTAGE, HOSTILE_PERCENTAGE, greedy["multiprocessors"], sm_count,
+                       _allocation(greedy, "within")["mib"], greedy["cap_mib"], refused["mib"], refused["result"],
+                       neighbour["multiprocessors"], _allocation(neighbour, "within")["mib"]))
+    return result(GREEDY_CHECK, node, not problems, message, evidence, gpu=_one_gpu(decisions), warnings=warnings)
+
+
+def greedy_rows(node, decisions, greedy, neighbour):
+    """The two pods' rows in the node's table (SMs seen; memory: what each one holds)."""
+    rows = []
+    for decision, found in zip(decisions, (greedy, neighbour)):
+        found = found or {}
+        rows.append({"node": node, "gpu": ",".join(decision["devices"]) or "-", "pod": decision["pod"],
+                     "portion": decision["portion"], "memory_cap_mib": decision["memory_limit_mib"],
+                     "injected_percentage": None, "mps_percentage": None,
+                     "memory_seen_mib": found.get("held_mib"), "sms_seen": found.get("multiprocessors")})
+    return rows
 
 
 # ---------------------------------------------------------------- why pending

@@ -36,6 +36,16 @@ description:
     C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100), shows the pod's memory cap."
   - "Check C(sm_share): deviceQuery in a half-GPU pod that asks for 100 % of the SMs sees the GPU's SM count
     times the fraction, rounded down (54 of 108 on an A100)."
+  - "Check C(greedy), with O(greedy_neighbour) (opt-in, last): the platform notes' greedy neighbour. Two pods of
+    the fraction on one GPU again, in O(greedy_image): C(fraction-greedy) runs a small CUDA probe (Python, the
+    driver API through ctypes: no CUDA toolkit in the image) that sets its own
+    C(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100), removes its own C(CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), allocates 4/5
+    of its memory cap, tries its cap plus an eighth and holds what it got; beside it the same probe in
+    C(fraction-neighbour), which keeps to its share, allocates 4/5 of its own cap. It passes when the greedy pod
+    sees only its SM share (as deviceQuery measures it), gets the 4/5 and is refused the rest with
+    C(CUDA_ERROR_OUT_OF_MEMORY), and the neighbour sees its share and gets its 4/5; a failure names the
+    enforcement that is missing (the MPS server not capping SMs, nothing below the pod enforcing memory) and what
+    to do."
   - "When the pods stay Pending it says why (RV(pending)): no C(schedulerName: kai-scheduler), a missing or
     wrong C(kai.scheduler/queue) label, an unknown or non-leaf queue, no allocatable C(nvidia.com/gpu), a
     failing GPU reservation pod (no C(nvidia) RuntimeClass, NVML cannot load), reservation pods re-created in a
@@ -102,6 +112,19 @@ options:
     description: Also run the deviceQuery pod (check C(sm_share)).
     type: bool
     default: true
+  greedy_neighbour:
+    description:
+      - Also run the greedy-neighbour check (check C(greedy)), after the others. It holds a GPU of the node for
+        its pods' start and a few seconds more.
+    type: bool
+    default: false
+  greedy_image:
+    description:
+      - "Image of the greedy-neighbour pods. It needs C(python3) with C(ctypes) and nothing else (C(sleep) for the
+        neighbour): the probe calls C(libcuda.so.1), which the NVIDIA runtime mounts (the pods set
+        C(NVIDIA_DRIVER_CAPABILITIES=compute,utility)). The guide's nvidia/cuda base image has no python3."
+    type: str
+    default: python:3.12-slim
   gpu_sm_count:
     description:
       - SMs of one GPU, for the C(sm_share) check. Unset, taken from the GPU's product name (deviceQuery's
@@ -194,7 +217,8 @@ passed:
   returned: success and failure after the pods ran
   type: bool
 checks:
-  description: One entry per check (C(binder), C(injection), C(mps), C(memory), C(sm_share)).
+  description: One entry per check (C(binder), C(injection), C(mps), C(memory), C(sm_share), and C(greedy) with
+    O(greedy_neighbour)).
   returned: success and failure after the pods ran
   type: list
   elements: dict
@@ -333,7 +357,7 @@ def check_input(params):
     if params["name_suffix"]:
         validate.text("name_suffix", params["name_suffix"], example="gpu-node-07", pattern=NAME_RE,
                       rule="must be lower-case letters, digits and '-'", max_length=40)
-    for key in ("image", "devicequery_image"):
+    for key in ("image", "devicequery_image", "greedy_image"):
         registry.check_image(key, params[key], st.DEFAULT_IMAGE,
                              "give the pods an image pull secret (image_pull_secrets)")
     for index, name in enumerate(params["image_pull_secrets"]):
@@ -485,6 +509,16 @@ def is_ready(pod):
 
 def is_done(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def has_started(pod):
+    """Its container runs or ran (its log can be read)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        if status.get("name") == st.CONTAINER and (state.get("running") is not None
+                                                   or state.get("terminated") is not None):
+            return True
+    return False
 
 
 class Smoke(object):
@@ -641,6 +675,55 @@ class Smoke(object):
                "portion": decision["portion"], "memory_cap_mib": decision["memory_limit_mib"], "parsed": parsed}
         return check, st.summary_rows(node, [], {}, {}, {}, row)
 
+    def wait_greedy(self, manifests):
+        """Read the greedy pod and its neighbour until the neighbour is Ready and the greedy
+        pod's probe printed its result (or ended); returns (greedy, neighbour, its log, pending)."""
+        ns = self.p["namespace"]
+        names = [m["metadata"]["name"] for m in manifests]
+        start = time.time()
+        deadline = start + self.p["timeout"]
+        while True:
+            greedy, neighbour = [self.cluster.pod(ns, name) for name in names]
+            gone = [name for name, obj in zip(names, (greedy, neighbour)) if obj is None]
+            if gone:
+                raise st.SmokeError("%s deleted while the smoke test waited for %s (by another user, controller or "
+                                    "an earlier run's cleanup): run it again" % (
+                                        ", ".join(gone), "it" if len(gone) == 1 else "them"), "pods_deleted")
+            log = self.cluster.logs(ns, names[0], st.CONTAINER) if has_started(greedy) else ""
+            printed = st.parse_probe(log) is not None or is_done(greedy)
+            if printed and is_ready(neighbour):
+                return greedy, neighbour, log, []
+            now = time.time()
+            if now >= deadline or now - start >= self.p["settle"]:
+                waiting = [p for p, ok in ((greedy, printed or has_started(greedy)), (neighbour, is_ready(neighbour)))
+                           if not ok]
+                pending = self.diagnose(waiting)
+                if now >= deadline and not waiting:   # running, but its probe printed nothing
+                    pending = [{"pod": names[0], "phase": (greedy.get("status") or {}).get("phase"), "causes": [
+                        {"cause": "probe_silent", "message": "the greedy pod's probe printed no result in %ds: %s" % (
+                            self.p["timeout"], (log or "no output").strip()[-300:])}]}]
+                definitive = all(any(c["cause"] in DEFINITIVE for c in p["causes"]) for p in pending)
+                if now >= deadline or (pending and definitive):
+                    return greedy, neighbour, log, pending
+            time.sleep(POLL)
+
+    def greedy(self, greedy, neighbour, log):
+        """The greedy-neighbour check on the running pair: the neighbour's probe is exec'd while
+        the greedy pod holds what it got. (result, table rows)."""
+        ns = self.p["namespace"]
+        node = greedy["spec"].get("nodeName")
+        decisions = [st.binder_decision(greedy), st.binder_decision(neighbour)]
+        out, err, rc = self.cluster.exec_(ns, neighbour["metadata"]["name"], st.probe_command("neighbour"),
+                                          st.CONTAINER, timeout=120)
+        found = {"greedy": st.parse_probe(log), "neighbour": st.parse_probe(out)}
+        raw = {"greedy": log, "neighbour": "rc %s: %s" % (rc, (err or "") + (out or ""))}
+        product = (found["greedy"] or found["neighbour"] or {}).get("device") or (
+            ((self.cluster.node(node) or {}).get("metadata") or {}).get("labels") or {}).get("nvidia.com/gpu.product")
+        sm_count = st.sm_count_for(product, self.p["gpu_sm_count"])
+        check = st.check_greedy(node, self.p["fraction"], decisions, found["greedy"], found["neighbour"], sm_count,
+                                raw)
+        return check, st.greedy_rows(node, decisions, found["greedy"], found["neighbour"])
+
 
 def write_reports(module, run):
     written = []
@@ -679,6 +762,8 @@ def main():
             runtime_class=dict(type="str", default="nvidia"),
             scheduler_name=dict(type="str", default=st.SCHEDULER),
             measure_sm_share=dict(type="bool", default=True),
+            greedy_neighbour=dict(type="bool", default=False),
+            greedy_image=dict(type="str", default=st.DEFAULT_GREEDY_IMAGE),
             gpu_sm_count=dict(type="int"),
             mpsd_namespace=dict(type="str", default="gpu-fractioning"),
             mpsd_selector=dict(type="str", default="app.kubernetes.io/component=mpsd"),
@@ -705,19 +790,21 @@ def main():
         params["name_suffix"] = st.run_key(params["node"]).lower().replace(".", "-").replace("_", "-")[:40].strip("-")
 
     run_info = {"node": params["node"], "checks": [], "rows": [], "pending": [], "passed": False,
-                "expected_checks": [c for c in st.CHECKS if c != "sm_share" or params["measure_sm_share"]]}
+                "expected_checks": [c for c in st.CHECKS if c != "sm_share" or params["measure_sm_share"]]
+                + ([st.GREEDY_CHECK] if params["greedy_neighbour"] else [])}
     smoke = None
     try:
         smoke = Smoke(module, Cluster(params["kubeconfig"], params["context"]))
         pods, dq = st.manifests(params, smoke.run)
+        greedy = st.greedy_manifests(params, smoke.run)
         leftovers = smoke.leftovers()
         if module.check_mode:
-            module.exit_json(changed=bool(leftovers), would_create=pods + ([dq] if dq else []),
+            module.exit_json(changed=bool(leftovers), would_create=pods + ([dq] if dq else []) + greedy,
                              would_delete=leftovers, deleted=[], reports=[])
         remaining = smoke.delete_all(leftovers)
         if remaining:
             raise st.SmokeError("pods of an earlier run are still terminating: %s" % ", ".join(remaining), "cluster")
-        result = run_smoke(module, smoke, pods, dq, run_info)
+        result = run_smoke(module, smoke, pods, dq, run_info, greedy)
     except st.SmokeError as exc:
         run_info["error"] = exc.msg
         run_info["reports"] = write_reports(module, run_info)
@@ -737,7 +824,7 @@ def main():
     module.exit_json(**result)
 
 
-def run_smoke(module, smoke, pods, dq, run_info):
+def run_smoke(module, smoke, pods, dq, run_info, greedy=()):
     """Create, wait, check; the pods are deleted whatever happens (signals included)."""
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -749,7 +836,7 @@ def run_smoke(module, smoke, pods, dq, run_info):
         raise Interrupted("interrupted by signal %d" % signum)
 
     previous = dict((s, signal.signal(s, interrupted)) for s in signals)
-    names = [m["metadata"]["name"] for m in pods + ([dq] if dq else [])]
+    names = [m["metadata"]["name"] for m in pods + ([dq] if dq else []) + list(greedy)]
     timeout = int(module.params["timeout"])
 
     started = time.time()
@@ -781,6 +868,18 @@ def run_smoke(module, smoke, pods, dq, run_info):
             check, dq_rows = smoke.sm_share(dq_obj)
             checks.append(check)
             rows.extend(dq_rows)
+        if greedy:
+            # the greedy neighbour, last: a pair on one GPU again (deviceQuery gave it back)
+            smoke.delete_all([dq["metadata"]["name"]] if dq is not None else [])
+            for manifest in greedy:
+                smoke.created.append(manifest["metadata"]["name"])
+                smoke.cluster.create(manifest)
+            greedy_obj, neighbour_obj, log, pending = smoke.wait_greedy(greedy)
+            if pending:
+                raise not_ready(pending)
+            check, greedy_rows = smoke.greedy(greedy_obj, neighbour_obj, log)
+            checks.append(check)
+            rows.extend(greedy_rows)
         run_info["passed"] = all(c["passed"] for c in checks)
         table = st.table(rows) + [""] + st.check_lines(checks)
         return dict(passed=run_info["passed"], checks=checks, rows=rows, table=table, node=node, pending=[],

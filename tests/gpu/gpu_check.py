@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import platform
+import select
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,14 @@ V3_CONFIG = ('[features.memacct]\nenabled=true\naudit_log=true\n\n[features.cont
 
 class CheckFailed(Exception):
     pass
+
+
+def collection_module(name):
+    """A module_utils module of the collection under test (ANSIBLE_COLLECTIONS_PATH, as run.sh sets it)."""
+    collections = os.environ["ANSIBLE_COLLECTIONS_PATH"]
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    return __import__("ansible_collections.smshare.kai.plugins.module_utils." + name, fromlist=[name])
 
 
 def half_rounded_down(sms, percentage=50):
@@ -210,6 +219,8 @@ class Check:
         state = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG})
         self.evidence["mps_state_after_client"] = state["state"]
         self.record_verbs(protocol)
+        self.greedy_neighbour_check(base, protocol, device_sms, client["multiprocessor_count"],
+                                    baseline["total_memory"] // (1 << 20))
 
         if v3:
             self.v3_namespace_check(base, device_sms)
@@ -220,6 +231,63 @@ class Check:
         after = self.module("mps_info", {"pipe_directory": PIPE, "log_directory": LOG})
         self.check("stopped_nothing_left", stop.get("changed") and not left and not after["state"]["running"],
                    leftover=left)
+
+    def probe(self, role, cap_mib, hold=None):
+        """The smoke test's greedy-neighbour probe (plugins/module_utils/gpu_probe.py, run with python3 -c
+        as the pods run it) as a client of the daemon; with `hold` a Popen still holding, else its result."""
+        source = collection_module("smoke_checks").PROBE_SOURCE
+        env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=PIPE, CUDA_MPS_LOG_DIRECTORY=LOG)
+        for key in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
+            env.pop(key, None)
+        extra = os.environ.get("SMSHARE_GPU_PROBE_PATH")   # the dry run's stand-in ctypes (no GPU)
+        if extra:
+            env["PYTHONPATH"] = extra + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        argv = [sys.executable, "-c", source, "--role", role, "--cap-mib", str(cap_mib)]
+        if hold:
+            return subprocess.Popen(argv + ["--hold", str(hold)], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, check=False)
+        self.evidence["steps"].append({"probe": role, "rc": proc.returncode, "stdout": proc.stdout[-4000:],
+                                       "stderr": proc.stderr[-2000:]})
+        return proc.stdout
+
+    def greedy_neighbour_check(self, base, protocol, device_sms, torch_sms, total_mib):
+        """The smoke test's greedy neighbour on this host's GPU: a daemon started afresh whose
+        defaults are the pods' caps (50 %, and a pinned device memory limit of a half-GPU pod's
+        memory, (total - 1024 MiB) / 2); the greedy probe asks 100 % and drops its own pinned
+        limit, takes 4/5 of the cap, tries the cap plus an eighth and holds; beside it the
+        neighbour takes 4/5 of its own. Judged by smoke_checks.check_greedy, the smoke test's
+        own rule; also whether the probe's driver-API SM count is torch's (the runtime's)."""
+        st = collection_module("smoke_checks")
+        cap = (total_mib - 1024) // 2
+        self.module("mps_control", dict(base, state="absent"))
+        self.module("mps_control", dict(base, protocol=protocol, default_active_thread_percentage=50,
+                                        default_pinned_mem_limits={"0": "%dM" % cap}))
+        greedy = self.probe("greedy", cap, hold=120)
+        out = ""
+        try:
+            ready, _w, _x = select.select([greedy.stdout], [], [], 120)
+            out = greedy.stdout.readline() if ready else ""
+            neighbour = self.probe("neighbour", cap)
+        finally:
+            greedy.terminate()
+            try:
+                rest, err = greedy.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                greedy.kill()
+                rest, err = greedy.communicate()
+        self.evidence["steps"].append({"probe": "greedy", "rc": greedy.returncode, "stdout": (out + rest)[-4000:],
+                                       "stderr": err[-2000:]})
+        found = {"greedy": st.parse_probe(out), "neighbour": st.parse_probe(neighbour)}
+        self.evidence["greedy_neighbour"] = dict(found, cap_mib=cap)
+        decisions = [{"pod": role, "devices": ["GPU-0"], "portion": 0.5, "memory_limit_mib": cap}
+                     for role in ("greedy", "neighbour")]
+        check = st.check_greedy(platform.node(), 0.5, decisions, found["greedy"], found["neighbour"], device_sms,
+                                {"greedy": out + rest + err, "neighbour": neighbour})
+        self.check("greedy_neighbour_held_to_its_caps", check["passed"], message=check["message"],
+                   evidence=check["evidence"])
+        probe_sms = (found["greedy"] or {}).get("multiprocessors")
+        self.check("greedy_probe_sm_count_matches_torch", probe_sms == torch_sms, probe=probe_sms, torch=torch_sms)
 
     def v3_namespace_check(self, base, device_sms):
         """Restart with the fork's v3 config; every namespace verb through the modules: a namespace

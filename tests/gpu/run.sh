@@ -9,6 +9,14 @@
 # active thread percentage of 50, runs a CUDA client that asks for 100% through
 # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, checks that the client sees half the SMs
 # (rounded down), stops the daemon with the module and checks nothing is left.
+# Then the smoke test's greedy neighbour (fraction_smoke_test greedy_neighbour):
+# the daemon started afresh with a half-GPU pod's caps as its defaults (50 %, a
+# pinned device memory limit of (GPU memory - 1 GiB) / 2), the smoke test's probe
+# (plugins/module_utils/gpu_probe.py, CUDA's driver API through ctypes) run greedy
+# (it asks 100 % and drops its own pinned limit, takes 4/5 of the cap, tries the cap
+# plus an eighth and holds) and, beside it, as a neighbour that keeps to its share;
+# judged by the smoke test's own rule (check_greedy), and the probe's SM count
+# compared with PyTorch's (lab/standin/CONTRACT.md's assumptions it settles).
 # Under MPS v3 (r615+: `nvidia-cuda-mps-control -p 3 namespace --help` lists create,
 # delete, get, list and set) it restarts the daemon with the gpu-fractioning fork's
 # configuration and drives every namespace verb through the modules as the fork's
@@ -21,6 +29,7 @@
 #
 # Usage: tests/gpu/run.sh [EVIDENCE_DIR]   (default: $OUT, else tests/output/gpu)
 # Env:   SMSHARE_GPU_WHEELS  wheel directory (default tests/output/gpu-wheels)
+#        SMSHARE_GPU_PROBE_PATH  put first on the probe's PYTHONPATH (the dry run's stand-in ctypes)
 # Exit:  0 all checks held; 1 a check failed; 3 no GPU/driver; 4 no
 #        nvidia-cuda-mps-control; 5 no PyTorch with CUDA; 6 no ansible-core.
 set -uo pipefail

@@ -87,7 +87,7 @@ def dry_run(tmp_path, branch):
     work = tempfile.mkdtemp(prefix="smshare-gpu-")
     env = dict(os.environ, PATH="%s:%s" % (STANDIN, os.environ["PATH"]), NVIDIA_STANDIN_ROOT=str(root),
                PYTHONPATH=str(REPO / "tests" / "gpu" / "standin_torch"), SMSHARE_GPU_PYTHON=sys.executable,
-               SMSHARE_GPU_WORK=work)
+               SMSHARE_GPU_WORK=work, SMSHARE_GPU_PROBE_PATH=str(REPO / "lab" / "standin" / "testimage" / "pylib"))
     env.pop("OUT", None)
     try:
         proc = subprocess.run(["bash", str(RUN), str(tmp_path / "evidence")], env=env, capture_output=True,
@@ -105,7 +105,7 @@ def test_dry_run_on_standins_with_mps_v3(tmp_path):
     assert checks["v3_namespace_caps_the_client"]["client_sms"] == 27
     for name in ("v3_bad_name_refused_before_any_call", "v3_namespace_created_capped_and_read_back",
                  "v3_client_listed_and_its_namespace_not_changed_while_attached", "v3_namespace_deleted",
-                 "stopped_nothing_left"):
+                 "greedy_neighbour_held_to_its_caps", "greedy_probe_sm_count_matches_torch", "stopped_nothing_left"):
         assert checks[name]["passed"], (name, checks[name])
     recordings = record["recordings"]
     for verb in ("namespace_help", "namespace_list", "namespace_get_pipe_directory", "client_list"):
@@ -121,3 +121,14 @@ def test_dry_run_on_standins_without_mps_v3(tmp_path):
     assert record["mps_v3"]["supported"] is False and "r615" in record["mps_v3"]["note"]
     assert "v3_namespace_caps_the_client" not in record["checks"]
     assert record["checks"]["client_gets_half_the_sms_despite_override"]["passed"]
+    # the smoke test's greedy neighbour as run.sh runs it on a host: the daemon's defaults (50 %, a half-GPU
+    # pod's pinned limit) hold the greedy client; both clients' results and the smoke test's verdict recorded
+    found = record["greedy_neighbour"]
+    assert found["cap_mib"] == 40448   # (81920 - 1024) / 2 on the stand-in A100-80GB
+    greedy = dict((a["what"], a) for a in found["greedy"]["allocations"])
+    assert greedy["within"]["ok"] and greedy["beyond"]["result"] == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert found["greedy"]["multiprocessors"] == found["neighbour"]["multiprocessors"] == 54
+    assert found["greedy"]["asked"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
+    check = record["checks"]["greedy_neighbour_held_to_its_caps"]
+    assert "refused 45504 MiB (CUDA_ERROR_OUT_OF_MEMORY)" in check["message"]
+    assert record["checks"]["greedy_probe_sm_count_matches_torch"] == {"probe": 54, "torch": 54, "passed": True}

@@ -74,10 +74,18 @@ def attach(cmd=None):
     """Attach to the MPS server named by CUDA_MPS_PIPE_DIRECTORY: (the
     percentage it grants, the open socket, an Event set once detached).
     Without CUDA_MPS_PIPE_DIRECTORY: (100.0, None, None)."""
+    grant, sock, detached = attach_info(cmd)
+    return float(grant["active_thread_percentage"]), sock, detached
+
+
+def attach_info(cmd=None):
+    """attach(), with the server's whole grant: {active_thread_percentage, and
+    pinned_device_mem_limit_mib ({"0": MiB}) when the server has default pinned
+    device memory limits}. Without CUDA_MPS_PIPE_DIRECTORY: ({100.0}, None, None)."""
     pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
     requested = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100")
     if not pipe:
-        return 100.0, None, None
+        return {"active_thread_percentage": 100.0}, None, None
     control = os.path.join(pipe, "control")
     if not os.path.exists(control):
         raise NoDriver("MPS server not reachable at %s" % control)
@@ -105,7 +113,7 @@ def attach(cmd=None):
     detached = threading.Event()
     threading.Thread(target=_watch, args=(sock, detached), daemon=True).start()
     _ATTACHED.append(sock)
-    return float(json.loads(answer["out"])["active_thread_percentage"]), sock, detached
+    return json.loads(answer["out"]), sock, detached
 
 
 def mps_percentage():

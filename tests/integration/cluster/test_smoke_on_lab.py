@@ -2,7 +2,8 @@
 "The GPU data plane"), on the directory's one converge (conftest.py), in file order:
 
 site.yml's last play, the smoke test, passed on the node -> the module alone:
-every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> pods that cannot
+every check passes, reports written, no pod left -> each misbehaviour knob fails its check and only that one -> the
+greedy neighbour is held to its caps, and each enforcement knob fails it naming what is missing -> pods that cannot
 be placed or cannot start are diagnosed (unknown queue, non-leaf queue, another
 scheduler, a cordoned node) -> an interrupted run deletes its pods; a killed one leaves them
 and the next run removes them first -> last, a reservation pod without the
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster_helpers import knob
+from cluster_helpers import knob, lab_vars
 from lab_helpers import describe
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -113,6 +114,44 @@ def test_each_misbehaviour_fails_its_check(lab, converged, key, checks, sm, word
     assert failed_checks(result) == checks, result.get("msg")
     assert "check %s" % checks[0] in result["msg"] and lab.kube_nodes[0] in result["msg"] and words in result["msg"]
     assert our_pods(lab) == []
+
+
+# The notes' "test what a greedy neighbour can do": a pod asking for every SM and dropping its own pinned memory
+# limit beside one that keeps to its share (check greedy, opt-in); held on the lab, and each enforcement the
+# stand-ins model turned off fails it naming that enforcement (lab/standin/CONTRACT.md, "The greedy neighbour").
+# Three module runs, deviceQuery left out (the probe measures the SMs).
+@pytest.mark.parametrize("key, failed, words", [
+    (None, [], None),
+    ("driver.memory-uncapped", ["greedy", "memory"], "GPU memory cap not enforced"),
+    ("mps.ignore-cap", ["greedy"], "SM cap not enforced"),
+])
+def test_the_greedy_neighbour_is_held_and_each_enforcement_knob_fails_it(lab, converged, key, failed, words):
+    if key:
+        knob(lab, key, "true")
+    try:
+        result = smoke(lab, measure_sm_share=False, greedy_neighbour=True)
+    finally:
+        if key:
+            knob(lab, key)
+    assert our_pods(lab) == []
+    greedy = [c for c in result.get("checks", []) if c["check"] == "greedy"]
+    assert greedy, result.get("msg")
+    evidence = greedy[0]["evidence"]
+    if key is None:
+        assert result.get("passed") is True, result.get("msg")
+        assert [c["check"] for c in result["checks"]] == ["binder", "injection", "mps", "memory", "greedy"]
+        assert evidence["greedy"]["asked"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
+        assert evidence["greedy"]["multiprocessors"] == evidence["neighbour"]["multiprocessors"] == 54
+        assert evidence["greedy"]["cap_mib"] == 40448   # (81920 - 1024) x 0.5, read from fractiond's variables
+        assert [a["result"] for a in evidence["greedy"]["allocations"]] == ["CUDA_SUCCESS", "CUDA_ERROR_OUT_OF_MEMORY"]
+        assert evidence["neighbour"]["allocations"][0]["ok"]
+        assert greedy[0]["gpu"] in lab_vars(lab)["smshare_lab_node_tier"]["gpu_uuids"]   # one GPU, both pods
+        return
+    assert result.get("failure") == "checks_failed", result.get("msg")
+    assert failed_checks(result) == failed, result.get("msg")
+    assert "check greedy" in result["msg"] and words in result["msg"] and lab.kube_nodes[0] in result["msg"]
+    other = "SM cap not enforced" if words.startswith("GPU memory") else "GPU memory cap not enforced"
+    assert other not in greedy[0]["message"]
 
 
 def test_a_binder_that_does_not_bin_pack_and_an_older_fractiond_still_pass_with_what_they_did(lab, converged):

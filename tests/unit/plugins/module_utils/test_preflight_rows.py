@@ -335,3 +335,55 @@ def test_node_rows_take_the_last_ready_condition():
         "nodeInfo": {"containerRuntimeVersion": "containerd://2.0.4"}, "allocatable": {"nvidia.com/gpu": "1"}}}
     [row] = rows.node_rows({"resources": [node]}, "a=b", "2.0")
     assert (row["status"], row["found"], row["fix"]) == ("PASS", "Ready=True, containerd://2.0.4, 1 nvidia.com/gpu", "")
+
+
+# ---------------------------------------------------------------- GPU memory enforcement
+# (mode, the GPU Operator floor) -> the row said plainly (None: memory is enforced, or nothing is known)
+MEMORY = [
+    ("nvfractions", "NvFractions", "v26.7.1", None),
+    ("nvfractions_newer_floor", "NvFractions", "v26.8", None),
+    ("nvfractions_floor_skipped", "NvFractions", "", None),
+    ("no_mode", None, "v26.7.1", None),
+    ("non_memory_enforced", "NonMemoryEnforced", "v26.7.1",
+     ("NonMemoryEnforced: GPU memory is not enforced", ["may see and use more GPU memory than requested",
+                                                        "smshare_gpu_sharing_mode: NvFractions",
+                                                        "smoke_test_greedy_neighbour"])),
+    ("nvfractions_below_the_hook", "NvFractions", "v26.7.0",
+     ("NvFractions with GPU Operator v26.7.0: the memory cap rests on CUDA_MPS_PINNED_DEVICE_MEM_LIMIT alone",
+      ["no memory-limit hook", "raise or remove its own limit", "v26.7.1 or newer"])),
+    ("hamicore", "HamiCore", "v26.7.1",
+     ("HamiCore: GPU memory is enforced only by HAMi-core, which this collection does not install",
+      ["kai-resource-isolator"])),
+    ("disabled", "Disabled", "v26.7.1", ("Disabled: no GPU sharing (fractional pods are refused)", ["NvFractions"])),
+]
+
+
+@pytest.mark.parametrize("mode, minimum, expected", [c[1:] for c in MEMORY], ids=[c[0] for c in MEMORY])
+def test_a_sharing_mode_that_does_not_enforce_memory_is_said_plainly(mode, minimum, expected):
+    found = rows.memory_enforcement_rows(mode, minimum)
+    if expected is None:
+        assert found == []
+        return
+    [row] = found
+    assert (row["check"], row["status"], row["found"]) == ("GPU memory enforcement", "WARN", expected[0])
+    assert row["wanted"] == "pods held to their GPU memory (NvFractions, GPU Operator >= v26.7.1)"
+    for words in expected[1]:
+        assert words in row["fix"], (words, row["fix"])
+
+
+def test_the_warning_ends_the_cluster_table_and_fails_nothing():
+    settings = {"kubeconfig": "/k", "runtime_class": "nvidia", "gpu_node_selector": "nvidia.com/gpu.present=true",
+                "min_containerd_version": "2.0", "gpu_stack_floors": {}, "driver_method": "host",
+                "gpu_operator_namespace": "gpu-operator", "driver_daemonset": "nvidia-driver-daemonset",
+                "driver_managed": True}
+    reads = {"runtime_class": {"resources": [{"handler": "nvidia"}]}, "nodes": {"resources": []}}
+    plain = rows.cluster_rows(reads, settings, {})
+    warned = rows.cluster_rows(reads, dict(settings, gpu_sharing_mode="NonMemoryEnforced",
+                                           gpu_operator_minimum="v26.7.1"), {})
+    assert warned[:-1] == plain and warned[-1]["status"] == "WARN"
+    ok = [rows.row("a", "x", "y", "PASS")]
+    verdict = rows.verdict(ok + warned[-1:], "ctl")
+    assert verdict["ok"] and verdict["failed"] == [] and verdict["warnings"] == warned[-1:]
+    assert verdict["summary"].startswith("1 rows passed ; WARNING GPU memory enforcement: NonMemoryEnforced: GPU "
+                                         "memory is not enforced: KAI places fractional pods")
+    assert rows.verdict(ok, "ctl")["summary"] == "1 rows passed "   # unchanged without a warning

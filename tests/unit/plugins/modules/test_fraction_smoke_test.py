@@ -3,12 +3,14 @@
 replaced): bad input, check mode, the happy path, a failing check, a pod that
 stays Pending, an interruption and leftovers of a killed run. Every path ends
 with no test pod left. The real API, exec and logs: tests/integration/cluster/test_smoke_on_lab.py."""
+import json
 import os
 import signal
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_probe
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 from ansible_collections.smshare.kai.plugins.modules import fraction_smoke_test as mod
 from module_runner import run_module
@@ -71,7 +73,8 @@ class FakeCluster(object):
         cid = "%064x" % (len(self.created) * 7919)
         pod["status"] = {"phase": "Succeeded" if dq else "Running",
                          "conditions": [{"type": "Ready", "status": "False" if dq else "True"}],
-                         "containerStatuses": [{"name": "main", "containerID": "containerd://" + cid}]}
+                         "containerStatuses": [{"name": "main", "containerID": "containerd://" + cid,
+                                                "state": {"terminated": {}} if dq else {"running": {}}}]}
 
     def delete(self, namespace, name):
         if self.behaviour.get("interrupt_twice"):
@@ -117,10 +120,28 @@ class FakeCluster(object):
                     % GPU), "", 0
         if "nvidia-smi" in command:
             return ("40960 MiB\n" if self.behaviour.get("uncapped") else "19968 MiB\n"), "", 0
+        if command[:2] == ["python3", "-c"] and command[3:] == ["--role", "neighbour"]:
+            assert command[2] == st.PROBE_SOURCE and name.startswith("fraction-neighbour")
+            assert any(p.startswith("fraction-greedy") for p in self.pods_by_name), "exec'd beside the greedy pod"
+            return probe_line("neighbour"), "", 0
         raise AssertionError("unexpected exec %r" % command)
 
     def logs(self, namespace, name, container=None):
+        if name.startswith("fraction-greedy"):
+            return "" if self.behaviour.get("silent") else probe_line("greedy", self.behaviour.get("uncapped"))
         return fixture("devicequery-a100-half.txt")
+
+
+def probe_line(role, uncapped=False):
+    """What the probe prints on the fake A100-40GB (19968 MiB caps)."""
+    allocations = [{"what": "within", "mib": 15974, "ok": True, "code": 0, "result": "CUDA_SUCCESS"}]
+    if role == "greedy":
+        allocations.append({"what": "beyond", "mib": 22464, "ok": bool(uncapped), "code": 0 if uncapped else 2,
+                            "result": "CUDA_SUCCESS" if uncapped else "CUDA_ERROR_OUT_OF_MEMORY"})
+    return "%s %s\n" % (gpu_probe.MARKER, json.dumps({
+        "role": role, "cap_mib": 19968, "cap_from": "NVIDIA_GPU_MEMORY_LIMIT", "device": "NVIDIA A100-SXM4-40GB",
+        "multiprocessors": 54, "total_memory_mib": 40960, "error": None, "allocations": allocations,
+        "held_mib": sum(a["mib"] for a in allocations if a["ok"])}))
 
 
 def run(monkeypatch, args, cluster=None):
@@ -161,6 +182,7 @@ BAD = [
     ("tolerate_without_node", {"tolerate_unschedulable": True}, "tolerate_unschedulable", "needs node"),
     ("reserved_negative", {"reserved_gpu_memory_mib": -1}, "reserved_gpu_memory_mib", "between 0 and 65536"),
     ("default_pct_zero", {"mps_default_percentage": 0}, "mps_default_percentage", "between 1 and 100"),
+    ("greedy_image_space", {"greedy_image": "python 3"}, "greedy_image", "image reference"),
 ]
 
 
@@ -269,3 +291,48 @@ def test_leftovers_of_a_killed_run_go_first(monkeypatch):
     assert done.result["changed"] is True
     assert cluster.deleted_names[:2] == ["fraction-smoke-a", "fraction-devicequery"]
     assert cluster.pods_by_name == {}
+
+
+def test_the_greedy_neighbour_runs_last_beside_a_pod_that_keeps_to_its_share(monkeypatch, tmp_path):
+    cluster = FakeCluster()
+    xml = str(tmp_path / "smoke.xml")
+    done = run(monkeypatch, {"greedy_neighbour": True, "report_junit": xml}, cluster)
+    assert not done.failed, done.result.get("msg")
+    assert [c["check"] for c in done.result["checks"]] == list(st.CHECKS) + ["greedy"]
+    greedy = done.result["checks"][-1]
+    assert greedy["passed"] and "refused 22464 MiB (CUDA_ERROR_OUT_OF_MEMORY)" in greedy["message"]
+    # deviceQuery gave the GPU back before the pair was created
+    assert cluster.created == ["fraction-smoke-a", "fraction-smoke-b", "fraction-devicequery", "fraction-greedy",
+                               "fraction-neighbour"]
+    assert cluster.deleted_names.index("fraction-devicequery") < len(cluster.deleted_names) - 2
+    assert cluster.pods_by_name == {}
+    assert any("fraction-greedy" in line and "15974" in line for line in done.result["table"])
+    assert ET.parse(xml).getroot().find("testsuite").get("tests") == "6"
+
+
+def test_a_greedy_neighbour_that_takes_more_memory_fails_naming_the_enforcement(monkeypatch):
+    cluster = FakeCluster({"uncapped": True})
+    done = run(monkeypatch, {"greedy_neighbour": True, "measure_sm_share": False}, cluster)
+    assert done.failed and done.result["failure"] == "checks_failed"
+    assert [c["check"] for c in done.result["checks"] if not c["passed"]] == ["memory", "greedy"]
+    assert "check greedy (GPU %s): GPU memory cap not enforced" % GPU in done.result["msg"]
+    assert cluster.pods_by_name == {}
+
+
+def test_a_greedy_probe_that_prints_nothing_is_named(monkeypatch):
+    cluster = FakeCluster({"silent": True})
+    done = run(monkeypatch, {"greedy_neighbour": True, "measure_sm_share": False, "timeout": 10, "settle": 1},
+               cluster)
+    assert done.failed and done.result["failure"] == "pending"
+    assert "probe_silent" in done.result["msg"] and "printed no result in 10s" in done.result["msg"]
+    assert cluster.pods_by_name == {}
+
+
+def test_check_mode_predicts_the_greedy_pods(monkeypatch):
+    cluster = FakeCluster()
+    done = run(monkeypatch, {"_ansible_check_mode": True, "greedy_neighbour": True, "measure_sm_share": False},
+               cluster)
+    assert [p["metadata"]["name"] for p in done.result["would_create"]] == [
+        "fraction-smoke-a", "fraction-smoke-b", "fraction-greedy", "fraction-neighbour"]
+    assert done.result["would_create"][2]["spec"]["containers"][0]["image"] == st.DEFAULT_GREEDY_IMAGE
+    assert cluster.created == []
