@@ -288,8 +288,44 @@ def audit_markdown(report):
     return "\n".join(lines) + "\n"
 
 
+UNREAD = "the host failed or was unreachable: see its errors above"
+
+
+def audit_collect(hostvars, node_hosts, cluster_hosts, node_key, cluster_keys):
+    """Every host's findings, in host order, and a finding for each audit a host did not leave
+    (it failed or was unreachable): node_key on the GPU nodes whose driver is host-installed,
+    each of cluster_keys on the cluster hosts. hostvars: Ansible's, or any {host: {var: value}}."""
+    for name, value in (("node_hosts", node_hosts), ("cluster_hosts", cluster_hosts), ("cluster_keys", cluster_keys)):
+        if not isinstance(value, list):
+            raise AnsibleFilterError("audit_collect: %s must be a list, got %s" % (name, type(value).__name__))
+
+    def read(host, key):
+        found = hostvars[host]
+        return found[key] if key in found else None
+
+    unread = []
+    for host in node_hosts:
+        methods = hostvars[host]
+        method = methods["smshare_driver_method"] if "smshare_driver_method" in methods else "host"
+        if method == "host" and read(host, node_key) is None:
+            unread.append(finding("driver", host, host, "(audit)", "read", "not read", UNREAD))
+    for host in cluster_hosts:
+        for key in cluster_keys:
+            if read(host, key) is None:
+                unread.append(finding("queue" if key.startswith("queues") else "release", host,
+                                      key.replace("_audit_findings", ""), "(audit)", "read", "not read", UNREAD))
+    findings, seen = [], set()
+    for host in list(node_hosts) + list(cluster_hosts):
+        if host in seen:
+            continue
+        seen.add(host)
+        for key in [node_key] + list(cluster_keys):
+            findings.extend(read(host, key) or [])
+    return findings + unread
+
+
 class FilterModule(object):
     def filters(self):
         return {"audit_driver": audit_driver, "audit_values": audit_values, "audit_images": audit_images,
                 "audit_queues": audit_queues, "audit_lines": audit_lines, "audit_report": audit_report,
-                "audit_markdown": audit_markdown}
+                "audit_markdown": audit_markdown, "audit_collect": audit_collect}

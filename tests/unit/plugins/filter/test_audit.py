@@ -221,3 +221,33 @@ def test_report_refuses_findings_of_another_shape():
         audit.audit_report([{"area": "driver"}])
     with pytest.raises(AnsibleFilterError):
         audit.finding("network", "h", "o", "f", 1, 2)
+
+
+# ---------------------------------------------------------------- collecting the hosts' findings
+def test_every_hosts_findings_are_collected_and_a_missing_audit_is_named():
+    drift = audit.finding("driver", "gpu-1", "nvidia-driver-open", "version", "615", "580")
+    queue = audit.finding("queue", "ctl", "ml", "quota", 2, 1)
+    hostvars = {
+        "gpu-1": {"nvidia_driver_audit_findings": [drift]},
+        "gpu-2": {},                                               # failed: its driver audit is missing
+        "gpu-3": {"smshare_driver_method": "gpu_operator"},        # no host driver to audit
+        "ctl": {"kai_scheduler_audit_findings": [], "queues_audit_findings": [queue]},
+    }
+    found = audit.audit_collect(hostvars, ["gpu-1", "gpu-2", "gpu-3"], ["ctl"], "nvidia_driver_audit_findings",
+                                ["kai_scheduler_audit_findings", "gpu_fractioning_audit_findings",
+                                 "queues_audit_findings"])
+    assert found[:2] == [drift, queue]
+    unread = [(f["area"], f["host"], f["object"], f["found"]) for f in found[2:]]
+    assert unread == [("driver", "gpu-2", "gpu-2", "not read"), ("release", "ctl", "gpu_fractioning", "not read")]
+    assert all(f["detail"] == audit.UNREAD for f in found[2:])
+
+
+def test_a_host_in_both_groups_is_read_once():
+    both = {"h": {"nvidia_driver_audit_findings": [audit.finding("driver", "h", "x", "y", 1, 2)],
+                  "queues_audit_findings": []}}
+    assert len(audit.audit_collect(both, ["h"], ["h"], "nvidia_driver_audit_findings", ["queues_audit_findings"])) == 1
+
+
+def test_collect_refuses_what_is_not_a_list():
+    with pytest.raises(AnsibleFilterError, match="node_hosts must be a list"):
+        audit.audit_collect({}, "gpu-1", [], "k", [])
