@@ -191,11 +191,15 @@ def audit_images(rows, namespace, host="", base="", tag=""):
 MANAGED_BY = ("app.kubernetes.io/managed-by", "smshare.kai")
 
 
-def audit_queues(plan, live, host=""):
+def audit_queues(plan, live, host="", api_found=True):
     """Queue findings: the queue_plan's objects (what the inventory wants) against the
     cluster's Queue objects. A wanted queue that is missing, each spec field that
     differs (fields only the cluster sets, such as defaults, are not drift), a queue
-    this collection manages that the inventory no longer lists, and the plan's errors."""
+    this collection manages that the inventory no longer lists, and the plan's errors.
+    A cluster that does not serve the Queue API is one finding."""
+    if not api_found:
+        return [finding("queue", host, "scheduling.run.ai/v2 Queue", "(api)", "served", ABSENT,
+                        "install KAI Scheduler (its chart brings the CRD)")]
     if not isinstance(plan, dict):
         raise AnsibleFilterError("audit_queues: expects the result of smshare.kai.queue_plan")
     by_name = dict(((q.get("metadata") or {}).get("name"), q) for q in live or [])

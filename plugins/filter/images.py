@@ -146,9 +146,26 @@ def component_images(workloads, names):
     return found
 
 
+def forks_present(lookups):
+    """The ids of the forks whose images were all found: `lookups` is the looped lookup's
+    result (registry_image_info's, with all_present; or docker_image_info's, whose
+    images list holds the ones found) per fork, each carrying its `_fork_images_fork`."""
+    present = []
+    for result in (lookups or {}).get("results") or []:
+        fork = result.get("_fork_images_fork") or {}
+        if "all_present" in result:
+            found = bool(result["all_present"])
+        else:
+            found = result.get("images") is not None and len(result.get("images") or []) == len(fork.get("images") or [])
+        if found and fork.get("id"):
+            present.append(fork["id"])
+    return present
+
+
 class FilterModule(object):
     def filters(self):
         return {
+            "forks_present": forks_present,
             "dockerconfigjson": dockerconfigjson,
             "pod_images": pod_images,
             "image_version": image_version,

@@ -251,3 +251,9 @@ def test_a_host_in_both_groups_is_read_once():
 def test_collect_refuses_what_is_not_a_list():
     with pytest.raises(AnsibleFilterError, match="node_hosts must be a list"):
         audit.audit_collect({}, "gpu-1", [], "k", [])
+
+
+def test_a_cluster_without_the_queue_api_is_one_finding():
+    found = audit.audit_queues({}, [], host="ctl", api_found=False)
+    assert [(f["object"], f["field"], f["wanted"], f["found"]) for f in found] == [
+        ("scheduling.run.ai/v2 Queue", "(api)", "served", audit.ABSENT)]

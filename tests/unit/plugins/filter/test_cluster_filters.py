@@ -332,3 +332,18 @@ def test_missing_patterns():
     patterns = [r"Adding server 'shared' \[multiuser enabled\]", r"(?i)default.*thread percentage.*\b10\b",
                 r"never"]
     assert report_text.missing_patterns(lines, patterns) == ["never"]
+
+
+# ---------------------------------------------------------------- which forks the images role can skip
+def lookup(fork, **result):
+    return dict({"_fork_images_fork": {"id": fork, "images": ["a", "b"]}}, **result)
+
+
+@pytest.mark.parametrize("results, present", [
+    ([lookup("kai_scheduler", all_present=True), lookup("gpu_fractioning", all_present=False)], ["kai_scheduler"]),
+    ([lookup("kai_scheduler", images=[{}, {}]), lookup("gpu_fractioning", images=[{}])], ["kai_scheduler"]),
+    ([lookup("kai_scheduler", skipped=True)], []),       # the other lookup ran (push or not)
+    ([], []),
+])
+def test_the_forks_whose_images_are_all_there(results, present):
+    assert images.forks_present({"results": results}) == present
