@@ -6,7 +6,7 @@ keeps its Lease and Ready condition, reports the stand-in driver installed in
 that container and runs the pods bound to it as simulated pods. It is a systemd
 service of the container: it stops when the container stops (the Node goes
 NotReady) and starts again with it (a "reboot": the lab's reboot command restarts
-the container, see inventories/lab/group_vars/gpu_nodes.yml).
+the container, see inventories/lab/group_vars/all.yml).
 
 Each agent has its own client certificate (CN=system:node:<name>, O=system:nodes:
 the API server's Node authorizer gives it what a kubelet gets) and dials the API

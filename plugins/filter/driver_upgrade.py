@@ -7,6 +7,8 @@ rules), drain.py or gpu_holders.py, where the unit tests call the rules alone.""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import inspect
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.module_utils import drain, gpu_holders
@@ -44,10 +46,12 @@ def driver_upgrade_check(value, check, *args):
     if check not in rules.CHECKS:
         raise AnsibleFilterError("driver_upgrade_check: no check %r (one of %s)" % (check, ", ".join(sorted(rules.CHECKS))))
     try:
+        inspect.signature(rules.CHECKS[check]).bind(value, *args)
+    except TypeError as exc:   # the wrong number of arguments for the check
+        raise AnsibleFilterError("driver_upgrade_check %s: %s" % (check, exc))
+    try:
         return rules.CHECKS[check](value, *args)
     except rules.RolloutError as exc:
-        raise AnsibleFilterError("driver_upgrade_check %s: %s" % (check, exc))
-    except TypeError as exc:   # the wrong number of arguments for the check
         raise AnsibleFilterError("driver_upgrade_check %s: %s" % (check, exc))
 
 

@@ -315,9 +315,17 @@ def pod_ready(pod):
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
+UNREAD_AGENTS = "the node's fractioning agent pods could not be read (the API server did not answer)"
+
+
 def agents_back(pods, expected, timeout=None):
-    """At least `expected` of the node's fractioning agent pods Running and Ready."""
+    """At least `expected` of the node's fractioning agent pods Running and Ready (pods None:
+    the read failed, which proves nothing: not ok, and the wait goes on)."""
     expected = _count(expected, "expected")
+    if pods is None:
+        result = _result(False, [], UNREAD_AGENTS)
+        result.update(ready=0, expected=expected)
+        return result
     rows = [{"pod": _name(p), "ready": pod_ready(p)} for p in _objects(pods, "the node's agent pods")]
     ready = sum(1 for r in rows if r["ready"])
     message = "%d of the %d fractioning agent pod(s) the node ran are back and Ready (%s)" % (
@@ -331,7 +339,9 @@ def agents_back(pods, expected, timeout=None):
 
 
 def agents_left(pods, timeout, label=STATE_LABEL):
-    """No fractioning agent pod left on the node."""
+    """No fractioning agent pod left on the node (pods None: the read failed, not ok)."""
+    if pods is None:
+        return _result(False, [], UNREAD_AGENTS)
     names = [_name(p) for p in _objects(pods, "the node's agent pods")]
     message = ("%d fractioning agent pod(s) still on the node after driver_upgrade_agent_timeout (%s s): %s. Their "
                "DaemonSets must keep off a node whose %s label is set to anything but upgrade-done (a nodeAffinity on "

@@ -389,7 +389,6 @@ def fabric_manager_rows(gpu, managed=False, method="host"):
 
 
 # ---------------------------------------------------------------- GPU memory enforcement
-SHARING_MODES = ("Disabled", "NonMemoryEnforced", "HamiCore", "NvFractions")
 MEMORY_CHECK = "GPU memory enforcement"
 MEMORY_WANTED = "pods held to their GPU memory (NvFractions, GPU Operator >= v26.7.1)"
 # The GPU Operator from which the container toolkit's memory-limit hook makes the cap driver-enforced.
@@ -547,7 +546,8 @@ def rbac_rows(results, kubeconfig):
         rows.append(row("may create %s" % (item.get("resource"),), found, "yes, all namespaces",
                         PASS if allowed else FAIL,
                         "grant create on %s%s to the identity of %s (cluster-admin installs the charts)"
-                        % (item.get("resource"), group, kubeconfig)))
+                        % (item.get("resource"), group,
+                           kubeconfig or "the default kubeconfig (KUBECONFIG or ~/.kube/config)")))
     return rows
 
 

@@ -92,6 +92,17 @@ def test_check_diff_shows_the_values_a_change_would_bring(lab, converged):
     assert kube_json(lab, "get", "config.kai.scheduler", "kai-config")["spec"]["global"]["gpuSharingMode"] == "NvFractions"
 
 
+def test_the_admission_policy_is_refused_by_the_labs_kubernetes_version(lab, converged):
+    """The lab's Kubernetes 1.20.2 predates admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy
+    (1.30): the role refuses it by version, in check mode and for real, and installs nothing."""
+    for args in (["--check", "--diff"], []):
+        proc = lab.playbook("playbooks/admission_policy.yml", *args)
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode != 0, describe(proc)
+        assert "does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy" in out, describe(proc)
+        assert "Nothing was changed" in out, describe(proc)
+
+
 def test_refused_inputs_change_nothing(lab, converged):
     before = releases(lab)
     proc = lab.playbook(f"{PLAYBOOKS}/refusals.yml")

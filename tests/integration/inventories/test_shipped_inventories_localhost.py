@@ -81,7 +81,7 @@ def test_every_group_var_resolves_on_every_host(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-@pytest.mark.parametrize("play", ["kai_scheduler", "gpu_fractioning", "uninstall"])
+@pytest.mark.parametrize("play", ["kai_scheduler", "gpu_fractioning", "uninstall", "admission_policy"])
 def test_each_cluster_play_passes_its_input_checks(tmp_path, name, play):
     inventory = user_copy(tmp_path, name)
     done = playbook(inventory, "playbooks/%s.yml" % play, "--check", "--tags", "%s_validate" % play)
@@ -180,18 +180,16 @@ def test_site_parses_and_lists_every_play(tmp_path, name):
         assert "%s :" % role in done.stdout, role
 
 
-def test_the_airgap_inventory_wires_every_role_variable_the_a100_one_does():
+def test_the_airgap_inventory_sets_every_knob_the_a100_one_does():
     """An air-gapped site changes where things come from, never which knobs reach
     the roles (the airgap copy once left the GPU Operator at its defaults). The
     collection wires the knobs (playbooks/vars/wiring.yml): the inventories hold
-    all.yml alone, and a group file either has must be in both."""
-    def group_vars(name, group):
-        path = REPO / ("inventories/%s/group_vars/%s.yml" % (name, group))
-        return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
-    for group in ("all", "k8s_controller", "gpu_nodes", "build_hosts"):
-        a100 = group_vars("a100", group)
-        airgap = group_vars("airgap", group)
-        assert sorted(set(a100) - set(airgap)) == [], group
+    all.yml and their hosts alone."""
+    def knobs(name):
+        folder = REPO / "inventories" / name / "group_vars"
+        assert sorted(p.name for p in folder.iterdir()) == ["all.yml"], name
+        return yaml.safe_load((folder / "all.yml").read_text()) or {}
+    assert sorted(set(knobs("a100")) - set(knobs("airgap"))) == []
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -211,3 +209,25 @@ def test_the_pilot_refuses_bad_input_before_the_cluster(tmp_path, extra, words):
     out = " ".join(done.stdout.split())
     assert done.returncode != 0 and words in out and "Nothing was changed" in out, done.stdout[-3000:]
     assert "s3cret" not in done.stdout + done.stderr
+
+
+# The role's argument spec refuses what its choices exclude, its input checks the rest: both before
+# the cluster is read.
+@pytest.mark.parametrize("extra, words", [
+    pytest.param({"smshare_admission_policy_action": "deny"},
+                 "value of admission_policy_action must be one of: Warn, Deny, got: deny", id="action-lowercase"),
+    pytest.param({"admission_policy_failure_policy": "Retry"},
+                 "value of admission_policy_failure_policy must be one of: Fail, Ignore, got: Retry", id="failure-policy"),
+    pytest.param({"admission_policy_state": "gone"},
+                 "value of admission_policy_state must be one of: present, absent, got: gone", id="state"),
+    pytest.param({"admission_policy_name": "Workload_Rules"},
+                 "admission_policy_name is 'Workload_Rules'", id="name"),
+    pytest.param({"smshare_admission_policy_namespace_selector": {}},
+                 "admission_policy_namespace_selector is", id="selector-every-namespace"),
+])
+def test_the_admission_policy_refuses_bad_input_before_the_cluster(tmp_path, extra, words):
+    inventory = user_copy(tmp_path, "a100")
+    done = playbook(inventory, "playbooks/admission_policy.yml", "--check", extra=extra)
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and words in out, done.stdout[-3000:]
+    assert "Refuse a cluster that does not serve" not in out, "refused before the cluster is read"

@@ -202,3 +202,9 @@ def test_the_plan_lines():
     assert rules.plan_lines(plan, 615) == [
         "Upgrade to branch 615: 1 node(s) in batches 1 (at most 1 unavailable; unavailable now: none)",
         "n1: upgrade (loaded branch 580)", "n2: skip (already on branch 615)"]
+
+
+def test_an_agent_read_that_failed_proves_nothing():
+    for found in (rules.agents_left(None, 300), rules.agents_back(None, 2)):
+        assert (found["ok"], found["done"]) == (False, False)
+        assert found["message"] == rules.UNREAD_AGENTS
