@@ -8,13 +8,14 @@ export ANSIBLE_COLLECTIONS_PATH="$_smshare_root/.collections"
 export CONTAINERS_CONF="$_smshare_root/molecule/containers.conf"
 export LC_ALL=C.UTF-8
 # Which lab instance this clone drives (lab/smshare_lab/paths.py): engineers
-# sharing a machine each put a different number (1-9) in a git-ignored
-# .lab-instance file (or `auto`: the first number no other lab holds, claimed
-# by lab/labctl); CI and everyone else get 0.
+# sharing a machine may each put a number (0-9) in a git-ignored .lab-instance
+# file; everyone else gets `auto`: the number this clone's lab already holds,
+# else the first one no other lab holds (claimed by lab/labctl), so a second
+# clone or a CI checkout beside a running lab never collides with it.
 if [ -z "${SMSHARE_LAB_INSTANCE:-}" ] && [ -s "$_smshare_root/.lab-instance" ]; then
   SMSHARE_LAB_INSTANCE=$(tr -dc 'a-z0-9' < "$_smshare_root/.lab-instance")   # a number, or auto
 fi
-export SMSHARE_LAB_INSTANCE=${SMSHARE_LAB_INSTANCE:-0}
+export SMSHARE_LAB_INSTANCE=${SMSHARE_LAB_INSTANCE:-auto}
 # While the lab is up, its inventory holds vaulted registry credentials.
 if [ -f "$_smshare_root/.lab/vault-pass" ]; then
   export ANSIBLE_VAULT_PASSWORD_FILE="$_smshare_root/.lab/vault-pass"

@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 
-work=${SMSHARE_SANITY_DIR:-/tmp/smshare-sanity-$SMSHARE_LAB_INSTANCE}
+# One work folder per clone (its path hashed): two clones' sanity runs never share one.
+work=${SMSHARE_SANITY_DIR:-/tmp/smshare-sanity-$(printf %s "$PWD" | md5sum | cut -c1-10)}
 tree=$work/tree/ansible_collections/smshare/kai        # the tracked files
 shipped=$work/shipped/ansible_collections/smshare/kai  # the tarball's contents
 

@@ -50,7 +50,8 @@ on_second_lab() {
   SMSHARE_LAB_INSTANCE=auto SMSHARE_LAB_STATE="$PWD/.lab-second" "$@"
 }
 # Claim both instances before the streams start (the shared lab's is this
-# clone's own, .lab-instance or 0; refused, naming the holder, if another lab has it).
+# clone's own: .lab-instance's number, refused naming the holder if another lab has it,
+# else the number this clone's lab holds or the first free one).
 # Stages that need no lab (lint sanity unit release) claim nothing: a release's
 # own check runs in a clone whose lab number another lab may hold. The claims
 # hold while this script runs (SMSHARE_LAB_HOLDER), and no longer unless a lab came up.

@@ -4,8 +4,8 @@ labs on one machine can never take the same one.
 Every instance in use has a claim in REGISTRY (/var/lib/smshare-lab-instances,
 outside every clone): `<N>.json` naming the state folder that holds it. A lab
 asks for a number (SMSHARE_LAB_INSTANCE=N, from `.lab-instance` or the
-environment: CI and a lone developer use 0) or for any free one
-(SMSHARE_LAB_INSTANCE=auto, as the test command's second lab does). A claim
+environment) or for any free one
+(SMSHARE_LAB_INSTANCE=auto, scripts/env.sh's default). A claim
 whose state folder no longer holds a lab (no lab.json) and whose holder process
 is gone is stale and taken over; one held by another live lab is refused,
 naming it. The holder is the process that will bring the lab up: the test

@@ -2,8 +2,8 @@
 of this lab instance.
 
 Several labs can run on one machine (engineers sharing it, each in a clone of
-their own): SMSHARE_LAB_INSTANCE (0-9, default 0; scripts/env.sh reads it from
-a git-ignored `.lab-instance` file) gives each its own ports (default + 100 x
+their own): SMSHARE_LAB_INSTANCE (0-9 or auto; scripts/env.sh reads it from
+a git-ignored `.lab-instance` file, else says auto; bare, it is 0) gives each its own ports (default + 100 x
 instance), container and network names, node-tier folders and pod subnet.
 Instance 0 keeps the plain names and the well-known ports. The number is
 claimed machine-wide (instances.py): two labs never hold the same one, and

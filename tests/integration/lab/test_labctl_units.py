@@ -157,6 +157,37 @@ def test_a_claim_without_a_lab_holds_only_while_its_holder_runs(tmp_path):
     assert claim(second, "3").returncode != 0
 
 
+def test_a_clone_without_lab_instance_takes_a_free_number_beside_a_running_lab(tmp_path):
+    """CI's checkout ran beside a developer's lab holding 0 and stopped at "lab instance 0 is
+    held". A clone with no .lab-instance says auto (scripts/env.sh): it keeps the number its own
+    lab holds, else takes the first free one."""
+    root = Path(__file__).resolve().parents[3]
+    registry = tmp_path / "registry"
+    running = tmp_path / "dev" / ".lab"
+    running.mkdir(parents=True)
+    (running / "lab.json").write_text("{}")                 # a lab up in another clone
+    registry.mkdir()
+    (registry / "0.json").write_text(json.dumps({"state": str(running.resolve()), "pid": 1, "started": None}))
+    clone = tmp_path / "ci"
+    (clone / "scripts").mkdir(parents=True)
+    (clone / "scripts" / "env.sh").write_text((root / "scripts" / "env.sh").read_text())
+
+    def number():
+        script = (f". {clone}/scripts/env.sh && echo $SMSHARE_LAB_INSTANCE && "
+                  f"cd {root / 'lab'} && {sys.executable} -c 'import smshare_lab.paths as p; print(p.INSTANCE)'")
+        env = {"PATH": "/usr/bin:/bin", "SMSHARE_LAB_INSTANCES": str(registry),
+               "SMSHARE_LAB_STATE": str(clone / ".lab"), "SMSHARE_LAB_HOLDER": str(os.getpid())}
+        done = subprocess.run(["bash", "-c", script], env=env, text=True, capture_output=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert number() == ["auto", "1"]
+    (clone / ".lab").mkdir(exist_ok=True)
+    (clone / ".lab" / "lab.json").write_text("{}")          # its own lab came up on 1
+    (running / "lab.json").unlink()                         # the other went down (0 free again)
+    assert number() == ["auto", "1"]                        # it keeps its own number
+
+
 def test_the_instance_registry_is_outside_every_labs_own_folders():
     """`labctl down` removes an instance's /var/lib and /run folders: the registry of every
     lab's claims must live in neither, or one lab's down would drop the others' claims."""
