@@ -228,6 +228,10 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
+# Read a pod's pull secrets from the API when it starts, not through the watch cache: on a
+# loaded 2-core machine the cache's sync timed out ("failed to sync secret cache") and the
+# kubelet pulled without credentials (a 401 the smoke test rightly reports as a failure).
+configMapAndSecretChangeDetectionStrategy: Get
 # Report status often: `up` waits for the node to turn Ready.
 nodeStatusUpdateFrequency: 2s
 # Images are imported, never pulled: keep them.
