@@ -116,6 +116,22 @@ def wait_until(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def finish_once_in(lab, watcher, node, state, pods, namespace=NAMESPACE):
+    """A thread that lets simulated pods finish (run-seconds 1: the node agent reads the
+    annotation on every tick) once `node` is in `state`. Such a pod is started with a run far
+    longer than any rollout, so it still runs when the rollout reaches its node however loaded
+    the machine is (a fixed 75 s finished before the rollout got there on a loaded 2-core run).
+    `pods`: kubectl's selection, e.g. ["-l", "app=x"] or ["name"]."""
+    def let_finish():
+        if watcher.wait_for(node, state, RUN_TIMEOUT):
+            time.sleep(3)   # the rollout sees it running first
+            lab.kubectl("-n", namespace, "annotate", "pod", *pods, "--overwrite", "smshare.kai/lab-run-seconds=1",
+                        check=False)
+    thread = threading.Thread(target=let_finish, daemon=True)
+    thread.start()
+    return thread
+
+
 def running(lab, selector, node=None, namespace=NAMESPACE):
     args = ["-n", namespace, "get", "pods", "-l", selector, "-o", "json"]
     if node:
@@ -346,9 +362,11 @@ def test_a_broken_package_and_a_gpu_holder_stop_the_rollout_with_the_batch_cordo
     lab, watcher = fleet["lab"], fleet["watcher"]
     first, second = fleet["cordoned"], fleet["old"][0]     # the plan's first batch
     later = [n for n in fleet["old"] if n not in (first, second)]
-    # A job still running on a node of the first batch: the rollout waits for it.
-    lab.kubectl("apply", "-f", "-", input_text=json.dumps(finetune_job(NAMESPACE, second, 75)))
+    # A job still running on a node of the first batch: the rollout waits for it (it ends
+    # a few seconds after the rollout reached wait-for-jobs-required there).
+    lab.kubectl("apply", "-f", "-", input_text=json.dumps(finetune_job(NAMESPACE, second, 3600)))
     wait_until(lambda: running(lab, "smshare.kai/job=finetune"), 60, "the job to run")
+    finish_once_in(lab, watcher, second, "wait-for-jobs-required", ["-l", "smshare.kai/job=finetune"])
     subprocess.run(fleet["repo"] + ["break", BROKEN], cwd=lab.root, env=lab.env, check=True, capture_output=True)
     # On the other node of the batch a process keeps a GPU open: its driver must stay as it is.
     start = time.time()
@@ -477,16 +495,17 @@ def test_a_killed_rollout_resumes_without_redoing_done_nodes(fleet):
         "the stopped fraction keeps its agents (and MPS)"
 
     # A fraction that finishes in a while is waited for, then the node drains. It starts
-    # with the rollout and outlasts its way to the drain (about 30 s under CI's load).
+    # with the rollout and ends a few seconds after the rollout reached drain-required.
     lab.kubectl("-n", NAMESPACE, "delete", "pod", "holdout", "--wait=true")
     resumed = time.time()
+    finish_once_in(lab, watcher, last, "drain-required", ["short-fraction"])
     proc = fleet["playbook"](background=True)
     said = []   # drained as it comes: a full pipe would stop the play
     reader = threading.Thread(target=lambda: said.append(proc.stdout.read()), daemon=True)
     reader.start()
     finished = None
     try:   # the drain deletes the finished pod: its end is read while the rollout runs
-        lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=90)))
+        lab.kubectl("apply", "-f", "-", input_text=json.dumps(bare_pod(NAMESPACE, "short-fraction", last, seconds=3600)))
         wait_until(lambda: pod_phase(lab, NAMESPACE, "short-fraction") in ("Running", "Succeeded"), 60,
                    "the short fraction to run")
         while finished is None and proc.poll() is None:
