@@ -602,7 +602,9 @@ def test_a_validation_that_cannot_run_fails_its_node_within_its_timeout(fleet):
     fails within the smoke test's timeout and stays cordoned."""
     lab, watcher, name = fleet["lab"], fleet["watcher"], fleet["old"][0]
     at_validation(lab, watcher, name)
+    begun = time.time()
     finished = fleet["playbook"]()
+    without_smoke = time.time() - begun   # the same run without a smoke test: this machine's pace now
     assert finished.returncode == 0, describe(finished)
     assert (f"No smoke test on {name} (driver_upgrade_smoke_test auto): the cluster serves no KAI queues"
             in flat(finished.stdout)), describe(finished)
@@ -618,7 +620,10 @@ def test_a_validation_that_cannot_run_fails_its_node_within_its_timeout(fleet):
         assert note.startswith("Run the guide's smoke test on the node:"), note
         assert watcher.current[name]["state"] == "upgrade-failed" and watcher.current[name]["unschedulable"]
         assert watcher.changes_of(name, start, "unschedulable") == [], "never uncordoned"
-        assert took < 30 + 120, f"{took:.0f} s: the smoke test's timeout is 30 s"
+        # Within its 30 s, not the default 300 s: compared with the run without it, not with a
+        # fixed time (a loaded machine makes every run slower).
+        assert took < without_smoke + 30 + 90, \
+            f"{took:.0f} s against {without_smoke:.0f} s without the smoke test: its timeout is 30 s"
     finally:   # the node as the first run left it (upgrade-done), for the last test
         lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=upgrade-done", f"{ROLLOUT_STATE}=upgrade-done")
         lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-", "smshare.kai/driver-upgrade-failure-",
