@@ -66,6 +66,9 @@ class Lab:
     registry: Optional[Registry]
     standin_apt_url: str
     env: dict = field(default_factory=dict)
+    # The lab overlay (lab/smshare_lab/overlay.py): its -i source and the lab's hosts.yml for a copy.
+    overlay: str = ""
+    overlay_hosts: str = ""
 
     @classmethod
     def from_facts(cls, facts):
@@ -78,6 +81,7 @@ class Lab:
             registry=Registry(**{k: reg[k] for k in ("address", "ca", "cert_dir", "username", "password")})
             if reg else None,
             standin_apt_url=facts.get("standin_apt_url", ""),
+            overlay=facts.get("overlay", ""), overlay_hosts=facts.get("overlay_hosts", ""),
         )
         # the lab's own number, never "auto": the lab's scripts (repo.sh, registry.sh) compute ports from it
         lab.env = dict(os.environ, KUBECONFIG=str(lab.kubeconfig),
@@ -98,10 +102,11 @@ class Lab:
         return subprocess.run([sys.executable, str(LABCTL), *args], env=self.env, text=True,
                               capture_output=True, check=check)
 
-    def playbook(self, playbook, *args, extra_vars=None, check=False):
-        """ansible-playbook against the lab inventory; returns the CompletedProcess."""
+    def playbook(self, playbook, *args, extra_vars=None, check=False, inventory=None):
+        """ansible-playbook against the lab inventory (or `inventory`, a list of -i sources);
+        returns the CompletedProcess."""
         argv = ["ansible-playbook", str(playbook)]
-        for inv in self.inventory:
+        for inv in inventory or self.inventory:
             argv += ["-i", inv]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]

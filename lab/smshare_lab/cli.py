@@ -10,7 +10,7 @@ import time
 
 from . import build as kbuild
 from . import charts, control_plane, fleet, forks, gpu_nodes, inventory, pki, proc, registry, test_images
-from . import instances, node_tier
+from . import instances, node_tier, overlay
 from .paths import INSTANCE, KUBECONFIG, LAB_DIR, LOGS, ROOT, STATE, VAULT_PASS
 from .util import LabError, die, say
 
@@ -18,7 +18,7 @@ FACTS = STATE / "lab.json"
 LAB_BIN = STATE / "bin"
 PURGED = ("pki", "etcd", "logs", "run", "bin", "registry", "forks", "node-tier", "vault-pass", "vault.sha256",
           "kubeconfig", "controller-manager.kubeconfig", "scheduler.kubeconfig", "gpu-nodes.json",
-          "inventory", "lab.json", "charts", "test-images", "apt", "instance")
+          "inventory", "overlay", "overlay-hosts.yml", "lab.json", "charts", "test-images", "apt", "instance")
 
 
 def _env_flag(name):
@@ -114,6 +114,8 @@ def cmd_up(args):
 
     inventory.write(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None, chart_repo)
     generated_inventory = inventory.write_nodes(nodes)
+    overlay_dir = overlay.write(overlay.values(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None,
+                                               chart_repo), inventory.VAULT_FILE.read_text(), nodes)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
         # The same apiserver as GPU-node containers dial it (podman gateway).
@@ -123,6 +125,8 @@ def cmd_up(args):
         "node_tier": bool(kube_nodes), "kube_nodes": kube_nodes, "fleet": fleet_on,
         "vault_password_file": str(VAULT_PASS),
         "inventory": [str(ROOT / "inventories" / "lab"), str(generated_inventory)],
+        # A copy of a shipped inventory drives the lab with these (overlay.py).
+        "overlay": str(overlay_dir), "overlay_hosts": str(overlay.HOSTS),
         "instance": INSTANCE,
     }
     FACTS.write_text(json.dumps(facts, indent=2) + "\n")
@@ -145,6 +149,7 @@ def cmd_down(args):
     registry.down()
     gpu_nodes.down()
     inventory.remove()
+    overlay.remove()
     shutil.rmtree(STATE / "etcd", ignore_errors=True)
     FACTS.unlink(missing_ok=True)
     for name in proc.tracked():   # anything else we started

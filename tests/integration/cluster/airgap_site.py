@@ -1,9 +1,13 @@
 """The lab as an air-gapped site, for the directory's one converge (conftest.py).
 
-Every download location is set as inventories/airgap sets it (README.md,
-"Air-gapped sites"), each pointing at a mirror the lab serves: the stand-in
-CUDA repository, the forks' bare git repositories, the lab registry for base
-and builder images, binfmt and the charts' images, a local cuda-keyring .deb.
+The converge runs as a platform engineer's would: a copy of inventories/airgap
+with the lab's hosts.yml and the site's cuda-keyring .deb in its files/, and
+the lab overlay (lab/README.md, "The lab overlay") as the site's values. The
+overlay's smshare_mirror_registry is the lab registry's mirror/ path, so the
+images the copy composes from it (base and builder images, binfmt) are the
+lab's; the stand-in CUDA repository, the forks' bare git repositories and the
+chart repository are the overlay's mirror URLs. The base images are pushed to
+the mirror paths the copy composes before the converge.
 
 How "nothing reaches out" is proven: the converge runs under `strace -f`
 tracing connect/sendto/sendmsg, which follows every process the run starts
@@ -29,7 +33,10 @@ import subprocess
 import time
 import urllib.request
 
-BASE_IMAGES = ["golang:1.26.3-bookworm", "nvcr.io/nvidia/distroless/go:v3.2.1"]
+import yaml
+
+from cluster_helpers import overlay_vars, site_copy
+
 INET = re.compile(r'sin6?_addr=inet_(?:addr\("([^"]+)"\)|pton\(AF_INET6, "([^"]+)"(?:, &sin6_addr)?\))')
 PORT = re.compile(r"sin6?_port=htons\((\d+)\)")
 SET_ASIDE = "#airgap-test# "
@@ -38,7 +45,7 @@ TRACER_GAVE_UP = re.compile(r"^strace: ptrace\(PTRACE_\w+,pid:\d+.*\): .*$", re.
 
 
 class AirgapSite:
-    """The mirrors, the overrides inventories/airgap makes, and what the traced converge left."""
+    """The user's copy of inventories/airgap, its mirrors in the lab, and what the traced converge left."""
 
     def __init__(self, lab, tmp):
         self.lab = lab
@@ -48,25 +55,24 @@ class AirgapSite:
         self.calls_before = ""
         self.calls = ""
         self.trace = ""
-        keyring = tmp / "cuda-keyring_1.1-1_all.deb"
+        self.inventory = site_copy(lab, tmp, "airgap")
+        copy = tmp / "airgap"
+        # The site's step: the cuda-keyring .deb where the copy's smshare_cuda_keyring_deb says.
+        keyring = copy / "files" / "cuda-keyring_1.1-1_all.deb"
+        keyring.parent.mkdir(parents=True, exist_ok=True)
         with urllib.request.urlopen(lab.standin_apt_url.rstrip("/") + "/debian12/x86_64/" + keyring.name) as answer:
             keyring.write_bytes(answer.read())
-        state = lab.state_dir
-        self.overrides = {
-            "nvidia_driver_keyring_deb": str(keyring),
-            "fork_images_base_images": [{"name": name, "mirror": push_base_image(lab, tmp, name)}
-                                        for name in BASE_IMAGES],
-            "fork_images_binfmt_image": lab.registry.address + "/mirror/docker.io/tonistiigi/binfmt:latest",
-            # A lab kept from an earlier session has the images in its registry: build them anyway.
-            "fork_images_force_rebuild": True,
-            # The lab's build environment (inventories/lab) plus a Go proxy on this machine.
-            "fork_images_build_environment": {
-                "REGISTRY_AUTH_FILE": str(state / "fork-images" / "auth.json"),
-                "STANDIN_BUILDAH_ROOT": str(state / "fork-images" / "buildah"),
-                "STANDIN_CERT_DIR": str(lab.registry.cert_dir),
-                "STANDIN_MAKE_RECORD": str(state / "fork-images" / "make-record.jsonl"),
-                "GOPROXY": "http://127.0.0.1:1/goproxy", "GOSUMDB": "off"},
-        }
+        # The copy's base images, composed from the overlay's mirror registry, pushed there.
+        mirror = overlay_vars(lab)["smshare_mirror_registry"]
+        shipped = yaml.safe_load((copy / "group_vars" / "all.yml").read_text())["smshare_fork_base_images"]
+        self.base_images = [{"name": item["name"],
+                             "mirror": item["mirror"].replace("{{ smshare_mirror_registry }}", mirror)}
+                            for item in shipped]
+        for item in self.base_images:
+            push_base_image(lab, tmp, item["mirror"])
+        # Not a site's value: a lab kept from an earlier session has the images in its registry,
+        # and the trace must see the build pull its base images.
+        self.extra_vars = {"fork_images_force_rebuild": True}
 
     def converge(self):
         """site.yml under strace, the nodes' distribution entry set aside meanwhile."""
@@ -76,7 +82,7 @@ class AirgapSite:
             on_node(node, "sed", "-i", f"s|^deb http://deb.debian.org|{SET_ASIDE}deb http://deb.debian.org|",
                     "/etc/apt/sources.list")
         try:
-            proc, self.trace = traced(self.lab, self.tmp, "site", "site.yml", self.overrides)
+            proc, self.trace = traced(self.lab, self.tmp, "site", "site.yml", self.extra_vars, self.inventory)
         finally:
             for node in self.lab.gpu_nodes:
                 on_node(node, "sed", "-i", f"s|^{SET_ASIDE}||", "/etc/apt/sources.list")
@@ -119,7 +125,7 @@ def outside(found, nets):
     return sorted(set(bad))
 
 
-def traced(lab, tmp_path, name, playbook, extra_vars):
+def traced(lab, tmp_path, name, playbook, extra_vars, inventory):
     """The playbook under strace: (its process, the trace). When strace itself gives up
     (TRACER_GAVE_UP: it loses a tracee in a group-stop and ends the run with it), the
     run is made again, the converge being safe to re-run, and both traces are returned
@@ -131,8 +137,8 @@ def traced(lab, tmp_path, name, playbook, extra_vars):
         trace = tmp_path / f"{name}.{attempt}.trace"
         argv = ["strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg", "-e", "signal=none",
                 "-o", str(trace), "ansible-playbook", playbook]
-        for inventory in lab.inventory:
-            argv += ["-i", inventory]
+        for source in inventory:
+            argv += ["-i", source]
         argv += ["-e", "@" + str(vars_file)]
         started = time.monotonic()
         proc = subprocess.run(argv, env=lab.env, cwd=lab.root, capture_output=True, text=True, check=False)
@@ -144,15 +150,15 @@ def traced(lab, tmp_path, name, playbook, extra_vars):
     return proc, "".join(traces)
 
 
-def push_base_image(lab, tmp_path, target):
-    """An image in the lab registry standing in for a mirror's copy of a public base image."""
+def push_base_image(lab, tmp_path, ref):
+    """An image in the lab registry at `ref`, standing in for a mirror's copy of a public base image."""
     store = ["buildah", "--root", str(tmp_path / "buildah"), "--runroot", str(tmp_path / "buildah-run"),
              "--storage-driver", "vfs"]
     ctr = subprocess.run(store + ["from", "scratch"], capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run(store + ["config", "--label", "smshare.airgap.mirror-of=" + target, ctr], check=True)
+    subprocess.run(store + ["config", "--label", "smshare.airgap.mirror-of=" + ref, ctr], check=True)
     subprocess.run(store + ["commit", "-q", ctr, "localhost/airgap-base:1"], capture_output=True, check=True)
     reg = lab.registry
-    ref = "%s/mirror/%s" % (reg.address, target if "/" in target.split(":")[0] else "docker.io/library/" + target)
+    assert ref.startswith(reg.address + "/"), f"{ref}: not in the lab registry {reg.address}"
     subprocess.run(store + ["push", "--cert-dir", str(reg.cert_dir), "--creds", f"{reg.username}:{reg.password}",
                             "localhost/airgap-base:1", "docker://" + ref], capture_output=True, check=True)
     subprocess.run(store + ["rm", ctr], capture_output=True, check=False)

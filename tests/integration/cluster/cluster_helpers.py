@@ -1,8 +1,10 @@
 """Helpers shared by the cluster directory's lab tests (converge, smoke test, uninstall)."""
 import json
 import re
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import yaml
 
@@ -34,6 +36,28 @@ def lab_vars(lab):
     return yaml.safe_load((lab.state_dir / "inventory" / "group_vars" / "smshare_lab" / "lab.yml").read_text())
 
 
+class _OverlayLoader(yaml.SafeLoader):
+    """Reads the overlay's plain values; its vaulted login stays unread."""
+
+
+_OverlayLoader.add_constructor("!vault", lambda _loader, _node: "<vaulted>")
+
+
+def overlay_vars(lab):
+    """The lab overlay's values (lab/smshare_lab/overlay.py)."""
+    return yaml.load((Path(lab.overlay) / "group_vars" / "all.yml").read_text(), Loader=_OverlayLoader)
+
+
+def site_copy(lab, folder, name):
+    """inventories/<name> as a user takes it to this lab (lab/README.md, "The lab overlay"):
+    copied, its hosts.yml replaced by the lab's. Returns the -i sources: the copy, then the overlay."""
+    assert lab.overlay and Path(lab.overlay_hosts).is_file(), "labctl up wrote no lab overlay"
+    copy = folder / name
+    shutil.copytree(lab.root / "inventories" / name, copy)
+    shutil.copyfile(lab.overlay_hosts, copy / "hosts.yml")
+    return [str(copy), lab.overlay]
+
+
 def manifest(lab):
     return json.loads((lab.state_dir / "fork_images_manifest.json").read_text())
 
@@ -48,11 +72,11 @@ def knob(lab, key, value=None):
                     "-p", json.dumps({"data": {key: value}}))
 
 
-def flags_as_the_command_line_gives_them(lab):
+def flags_as_the_command_line_gives_them(lab, sources):
     """`-e name=value` for every boolean knob of the roles, at its default: the
-    strings "true"/"false", as a user types them. Knobs the lab's inventory
-    sets are left to it (an extra var would override the inventory)."""
-    inventory = "".join(p.read_text() for d in (lab.root / "inventories" / "lab", lab.root / ".lab" / "inventory")
+    strings "true"/"false", as a user types them. Knobs the inventory (the -i
+    `sources`) sets are left to it (an extra var would override the inventory)."""
+    inventory = "".join(p.read_text() for d in map(Path, sources)
                         if d.is_dir() for p in sorted(d.glob("**/*")) if p.is_file())
     args = []
     for role in sorted((lab.root / "roles").iterdir()):

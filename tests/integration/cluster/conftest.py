@@ -4,10 +4,13 @@ runs last here and takes KAI off. Whatever still has KAI at the end of the
 session is uninstalled then, so later tests (the pilot refuses a cluster with
 KAI) find a clean lab.
 
-The converge is an air-gapped site's (airgap_site.py): the download locations
-inventories/airgap sets, pointed at the lab's mirrors, the whole run under
-strace. The later re-runs use the lab's inventory alone, as before: a site
-that sets the mirrors aside again finds nothing to change."""
+The converge is an air-gapped site's (airgap_site.py): a user's copy of
+inventories/airgap with the lab overlay (lab/README.md), whose mirror URLs are
+the lab's mirrors, the whole run under strace. test_cluster_on_lab.py runs the
+README's two commands again through a copy of inventories/a100 (nothing to
+change: both shipped inventories converge the lab alike); the later tests use
+the lab's inventory, which the overlay matches on everything the roles leave
+in the cluster (the record of the smoke test's pass included)."""
 import time
 
 import pytest
@@ -27,7 +30,7 @@ class Install:
 def kai_install(lab, tmp_path_factory):
     if not lab.gpu_nodes or not lab.node_tier:
         pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
-    airgap = AirgapSite(lab, tmp_path_factory.mktemp("airgap"))
+    airgap = AirgapSite(lab, tmp_path_factory.mktemp("site"))
     started = time.monotonic()
     proc = airgap.converge()
     print(f"\n[cluster] site.yml converge (air-gapped, under strace), smoke play included: "

@@ -1,7 +1,7 @@
 """The converge of an air-gapped site, on the lab: the directory's one converge
-(conftest.py) is run as inventories/airgap would run it, every download
-location pointing at a mirror the lab serves, under strace (airgap_site.py
-says how and why). These tests read what it left: every destination the trace
+(conftest.py) is run through a user's copy of inventories/airgap and the lab
+overlay, every download location pointing at a mirror the lab serves, under
+strace (airgap_site.py says how and why). These tests read what it left: every destination the trace
 recorded is the lab's, the nodes' keyring came from the local .deb and apt
 from the stand-in CUDA repository, and the image build pulled its base images
 from the mirror, never by their public names.
@@ -53,13 +53,12 @@ def test_the_converge_reaches_nothing_outside_the_mirrors(lab, kai_install, airg
 def test_the_images_build_pulls_its_base_images_from_the_mirror(lab, airgap):
     pulls = [line for line in airgap.calls.splitlines() if line.startswith("pull ")]
     assert pulls, "the converge pulled no base image: it built nothing\n" + airgap.calls[-2000:]
-    for item in airgap.overrides["fork_images_base_images"]:
+    for item in airgap.base_images:
         assert f"pull {item['mirror']}" in airgap.calls, airgap.calls
         assert f"tag {item['mirror']} {item['name']}" in airgap.calls, airgap.calls
     assert [line for line in pulls if "/mirror/" not in line] == [], pulls
     # Again: every name already holds its mirror's image, so nothing is pulled anew or tagged.
-    proc = lab.playbook("tests/integration/cluster/playbooks/airgap_base_images.yml", extra_vars={
-        k: v for k, v in airgap.overrides.items() if k != "fork_images_force_rebuild"})
+    proc = lab.playbook("tests/integration/cluster/playbooks/airgap_base_images.yml", inventory=airgap.inventory)
     assert proc.returncode == 0, describe(proc)
     assert recap(proc.stdout)["changed"] == 0, describe(proc)
 

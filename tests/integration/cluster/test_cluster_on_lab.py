@@ -1,9 +1,11 @@
 """The cluster roles on the lab, end to end: site.yml converges a clean lab once
-(preflight, driver, images built and pushed, both charts installed from the
-stand-in forks, images pulled by the node tier over TLS with the pull secret)
-and every later test works on that install, in file order:
+through a copy of inventories/airgap and the lab overlay (conftest.py):
+preflight, driver, images built and pushed, both charts installed from the
+stand-in forks, images pulled by the node tier over TLS with the pull secret.
+Every later test works on that install, in file order:
 
-re-run and --check --diff change nothing -> --check --diff shows the values a
+the README's --check --diff, then its converge, through a copy of inventories/a100
+and the lab overlay change nothing -> --check --diff shows the values a
 change would bring -> refused inputs change nothing -> preflight names a
 missing permission, a missing RuntimeClass, a GPU stack below its floor and a
 GPU node without nvidia.com/gpu.memory -> a digest that differs and a foreign
@@ -23,7 +25,7 @@ import pytest
 import yaml
 
 from cluster_helpers import (CONFIG, FINALIZER, PLAYBOOKS, assert_hosts, flags_as_the_command_line_gives_them,
-                             kube_json, knob, lab_vars, manifest, node_condition, releases, wait_for)
+                             kube_json, knob, lab_vars, manifest, node_condition, releases, site_copy, wait_for)
 from lab_helpers import describe, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
@@ -67,18 +69,27 @@ def test_site_converges_and_every_check_holds_on_the_cluster(lab, converged):
     assert lab.registry.password not in out
 
 
-def test_rerun_changes_nothing(lab, converged):
-    assert_hosts(lab, lab.playbook("site.yml"), failed=0, changed=0)
+@pytest.fixture(scope="module")
+def a100_copy(lab, tmp_path_factory):
+    """inventories/a100 as a user takes it to the lab: copied, hosts.yml the lab's, plus the lab overlay."""
+    return site_copy(lab, tmp_path_factory.mktemp("site"), "a100")
 
 
-def test_check_diff_changes_nothing(lab, converged):
-    """Also with every boolean knob given as `-e name=false` gives it: a string."""
+def test_check_diff_changes_nothing(lab, converged, a100_copy):
+    """README's preview through a copy of inventories/a100 (the converge was inventories/airgap's: both
+    shipped inventories converge the lab to the same state); also with every boolean knob given as
+    `-e name=false` gives it: a string."""
     before = releases(lab)
-    flags = flags_as_the_command_line_gives_them(lab)
+    flags = flags_as_the_command_line_gives_them(lab, a100_copy)
     assert len(flags) > 20, flags
-    proc = lab.playbook("site.yml", "--check", "--diff", *flags)
+    proc = lab.playbook("site.yml", "--check", "--diff", *flags, inventory=a100_copy)
     assert_hosts(lab, proc, failed=0, changed=0)
     assert releases(lab) == before
+
+
+def test_rerun_changes_nothing(lab, converged, a100_copy):
+    """README's converge, as written, through the same copy."""
+    assert_hosts(lab, lab.playbook("site.yml", inventory=a100_copy), failed=0, changed=0)
 
 
 def test_check_diff_shows_the_values_a_change_would_bring(lab, converged):

@@ -82,3 +82,5 @@ def test_down_leaves_nothing_behind(lab):
     status = lab.labctl("status")
     assert status.returncode == 1, describe(status)
     assert not (lab.state_dir / "lab.json").exists()
+    assert not (lab.state_dir / "overlay" / "group_vars" / "all.yml").exists()   # the lab overlay goes too
+    assert not (lab.state_dir / "overlay-hosts.yml").exists()

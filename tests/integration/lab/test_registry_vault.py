@@ -6,6 +6,7 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,14 @@ def test_vault_file_is_encrypted_and_opens_with_the_lab_password(lab, registry):
     forks = json.loads((lab.state_dir / "forks" / "forks.json").read_text())
     assert forks["kai_scheduler"]["url"] in proc.stdout       # the stand-in forks, not GitHub
     assert forks["kai_scheduler"]["commit"] in proc.stdout
+
+
+def test_the_overlay_vaults_the_login_as_the_generated_inventory_does(lab, registry):
+    """The lab overlay (lab/README.md) carries the same login, vaulted, under the knobs' names."""
+    text = (Path(lab.overlay) / "group_vars" / "all.yml").read_text()
+    assert text.count("!vault |") == 2 and "smshare_registry_password: !vault |" in text, text
+    assert registry.password not in text
+    assert f'"{registry.username}"' not in text and f": {registry.username}\n" not in text
 
 
 def without_vault_password(lab, var):
