@@ -231,3 +231,21 @@ def test_the_admission_policy_refuses_bad_input_before_the_cluster(tmp_path, ext
     out = " ".join(done.stdout.split())
     assert done.returncode != 0 and words in out, done.stdout[-3000:]
     assert "Refuse a cluster that does not serve" not in out, "refused before the cluster is read"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_sites_files_in_its_inventory_folder_are_not_read_as_inventory(tmp_path, name):
+    """inventories/airgap keeps the cuda-keyring .deb in files/ and both write the image
+    manifest beside hosts.yml: with ansible.cfg's ignore_patterns they add no host, no
+    group and no warning (an ar archive parsed as INI, a manifest's keys as groups)."""
+    inventory = user_copy(tmp_path, name)
+    before = subprocess.run(["ansible-inventory", "-i", str(inventory), "--list"], cwd=str(REPO), env=env(),
+                            capture_output=True, text=True, check=True)
+    (inventory / "files").mkdir(exist_ok=True)
+    (inventory / "files" / "cuda-keyring_1.1-1_all.deb").write_bytes(b"!<arch>\ndebian-binary   \n2.0\n")
+    (inventory / "fork_images_manifest.json").write_text(
+        json.dumps({"kai-scheduler": {"images": ["registry.lab.internal:5000/a:1"]}, "built": "2026-12-06"}))
+    after = subprocess.run(["ansible-inventory", "-i", str(inventory), "--list"], cwd=str(REPO), env=env(),
+                           capture_output=True, text=True, check=True)
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    assert "WARNING" not in after.stderr, after.stderr
