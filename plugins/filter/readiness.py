@@ -56,6 +56,10 @@ def kai_config_dependencies(configs, timeout):
     return _readiness.kai_config_dependencies(_objects("kai_config_dependencies", configs), timeout)
 
 
+def kai_config_sharing(configs, sharing_mode):
+    return _readiness.kai_config_sharing(_objects("kai_config_sharing", configs), str(sharing_mode))
+
+
 def fractioning_daemonsets_created(daemonsets, config, components, namespace, timeout, operators=None):
     return _readiness.fractioning_daemonsets_created(
         _objects("fractioning_daemonsets_created", daemonsets), _first("fractioning_daemonsets_created", config),
@@ -100,6 +104,7 @@ class FilterModule(object):
             "deployments_available": deployments_available,
             "kai_config_deployed": kai_config_deployed,
             "kai_config_dependencies": kai_config_dependencies,
+            "kai_config_sharing": kai_config_sharing,
             "fractioning_daemonsets_created": fractioning_daemonsets_created,
             "fractioning_daemonsets_ready": fractioning_daemonsets_ready,
             "fractioning_config_ready": fractioning_config_ready,

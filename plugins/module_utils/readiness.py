@@ -25,6 +25,8 @@ from ansible_collections.smshare.kai.plugins.module_utils.object_status import (
 NO_NODE_MATCHES = ("no node matches: the daemons run on nodes labelled nvidia.com/gpu.deploy.client=true whose "
                    "nvidia.com/gpu-driver-upgrade-state is unset or upgrade-done")
 NODE_CONDITION = "gpu-fractioning.nvidia.com/Ready"
+# What the KAI operator says while no GpuFractioningConfig exists (before the gpu_fractioning role).
+FRACTIONING_CONFIG_MISSING = "GpuFractioningConfig not found"
 
 
 def _result(ok, rows, message):
@@ -92,6 +94,32 @@ def kai_config_dependencies(configs, timeout):
         "kai-config reports DependenciesFulfilled=%s (%s: %s) after %s s, although GpuFractioningConfig default is "
         "Ready. Read the kai-operator logs; set gpu_fractioning_check_kai_config=false where KAI-Scheduler is "
         "managed elsewhere." % (deps["status"], deps["reason"], deps["message"], timeout)))
+
+
+def kai_config_sharing(configs, sharing_mode):
+    """kai_scheduler's check after its install: kai-config carries the sharing
+    mode the release values set, and DependenciesFulfilled is True, or False for
+    the one reason expected before the gpu_fractioning role ran (the operator
+    has no GpuFractioningConfig yet). rows: the config's conditions."""
+    config = (configs or [None])[0] or {}
+    rows = _condition_rows(config)
+    mode = ((config.get("spec") or {}).get("global") or {}).get("gpuSharingMode") or ""
+    deps = conditions(config).get("DependenciesFulfilled") or {}
+    status, reason, message = (str(deps.get(k) or "") for k in ("status", "reason", "message"))
+    waiting = status == "False" and FRACTIONING_CONFIG_MISSING in message
+    problems = []
+    if mode != sharing_mode:
+        problems.append("kai-config reports gpuSharingMode %s, not %s: the release values did not reach the "
+                        "Config." % (mode or "(unset)", sharing_mode))
+    if status != "True" and not waiting:
+        problems.append('kai-config reports DependenciesFulfilled=%s (%s: %s). Only "%s" is expected before the '
+                        "gpu_fractioning role runs; fix what it names." % (
+                            status or "missing", reason, message, FRACTIONING_CONFIG_MISSING))
+    if problems:
+        return _result(False, rows, " ".join(problems))
+    return _result(True, rows, "kai-config: gpuSharingMode %s, DependenciesFulfilled=%s%s" % (
+        sharing_mode, status, " (%s: expected until the gpu_fractioning role ran)" % FRACTIONING_CONFIG_MISSING
+        if waiting else ""))
 
 
 # ---------------------------------------------------------------- gpu_fractioning

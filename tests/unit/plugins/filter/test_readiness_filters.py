@@ -15,7 +15,7 @@ OBJECTS = json.loads((Path(__file__).parents[1] / "module_utils" / "fixtures" / 
 def test_every_filter_is_registered_under_its_function_name():
     filters = readiness.FilterModule().filters()
     assert sorted(filters) == sorted(name for name in filters if getattr(readiness, name) is filters[name])
-    assert len(filters) == 10
+    assert len(filters) == 11
 
 
 def test_a_k8s_info_result_or_its_resources_give_the_same_answer():

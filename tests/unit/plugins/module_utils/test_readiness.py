@@ -109,6 +109,43 @@ def test_kai_config_dependencies(configs, ok, message):
                                                   for c in one(name)["status"]["conditions"]]
 
 
+MODE_WRONG = "kai-config reports gpuSharingMode %s, not NvFractions: the release values did not reach the Config."
+DEPS_WRONG = ('kai-config reports DependenciesFulfilled=%s. Only "GpuFractioningConfig not found" is expected before '
+              "the gpu_fractioning role runs; fix what it names.")
+
+
+def with_sharing(name, mode=None, deps=None):
+    """One of the composed configs, its sharing mode and DependenciesFulfilled condition replaced."""
+    config = json.loads(json.dumps(one(name)))
+    if mode is not None:
+        config["spec"]["global"]["gpuSharingMode"] = mode
+    if deps is not None:
+        config["status"]["conditions"] = [c for c in config["status"]["conditions"]
+                                          if c["type"] != "DependenciesFulfilled"] + deps
+    return config
+
+
+@pytest.mark.parametrize("config, ok, message", [
+    (with_sharing("kai_config_deployed"), True, "kai-config: gpuSharingMode NvFractions, DependenciesFulfilled=True"),
+    # Before the gpu_fractioning role: the one expected reason.
+    (with_sharing("kai_config_deploying"), True,
+     "kai-config: gpuSharingMode NvFractions, DependenciesFulfilled=False (GpuFractioningConfig not found: expected "
+     "until the gpu_fractioning role ran)"),
+    # The trap the guide names: the mode is case-sensitive.
+    (with_sharing("kai_config_deployed", mode="nvfractions"), False, MODE_WRONG % "nvfractions"),
+    (with_sharing("kai_config_deployed", mode=""), False, MODE_WRONG % "(unset)"),
+    (with_sharing("kai_config_deployed", deps=[{"type": "DependenciesFulfilled", "status": "False",
+                                                  "reason": "dependencies_missing", "message": "binder not ready"}]),
+     False, DEPS_WRONG % "False (dependencies_missing: binder not ready)"),
+    (with_sharing("kai_config_deployed", mode="MPS", deps=[]), False,
+     MODE_WRONG % "MPS" + " " + DEPS_WRONG % "missing (: )"),
+    (None, False, MODE_WRONG % "(unset)" + " " + DEPS_WRONG % "missing (: )"),
+])
+def test_kai_config_sharing(config, ok, message):
+    found = readiness.kai_config_sharing([config] if config else [], "NvFractions")
+    assert shape(found) == (ok, message)
+
+
 CREATED = ("After 300 s namespace gpu-fractioning has no DaemonSet for %s of the current GpuFractioningConfig default "
            "(found: %s). The operator creates them: read its logs (kubectl -n gpu-fractioning logs deploy/%s) and the "
            "GpuFractioningConfig's conditions.")
