@@ -118,6 +118,18 @@ def driver_upgrade_budget_blocks(pdbs, pods, node_name, force=False):
     return drain.budget_blocks(pdbs, pods, node_name, bool(force))
 
 
+def driver_upgrade_drain_refusal(drained, pdbs, pods_left, node_name, force, timeout):
+    """Why the drain of node_name did not go through, '' when it did (module_utils/drain.py)."""
+    if not isinstance(drained, dict):
+        raise AnsibleFilterError("driver_upgrade_drain_refusal: expects k8s_drain's result (a mapping), got %s"
+                                 % type(drained).__name__)
+    for what, value in (("PodDisruptionBudget", pdbs), ("Pod", pods_left)):
+        if not isinstance(value, list):
+            raise AnsibleFilterError("driver_upgrade_drain_refusal: expects a list of %s objects, got %s"
+                                     % (what, type(value).__name__))
+    return drain.drain_refusal(drained, pdbs, pods_left, str(node_name), bool(force), timeout)
+
+
 class FilterModule(object):
     def filters(self):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
@@ -127,4 +139,5 @@ class FilterModule(object):
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
                 "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks,
+                "driver_upgrade_drain_refusal": driver_upgrade_drain_refusal,
                 "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

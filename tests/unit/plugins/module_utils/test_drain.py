@@ -135,3 +135,37 @@ def test_an_empty_v1beta1_selector_covers_nothing():
 def test_the_budget_filter_refuses_what_is_not_a_list():
     with pytest.raises(filters.AnsibleFilterError, match="expects a list of Pod objects, got dict"):
         filters.driver_upgrade_budget_blocks([], {"items": []}, NODE)
+
+
+REFUSED = {"failed": True, "msg": "Failed to delete pod team-a/web-1 due to: Too Many Requests: Cannot evict pod as "
+                                  "it would violate the pod's disruption budget."}
+
+
+@pytest.mark.parametrize("drained, pdbs, pods, message", [
+    ({"changed": True, "result": "node gpu-01 drained"}, [], [], ""),
+    # The budgets that block the pods still there are named, not the module's words.
+    (REFUSED, [pdb("web", {"matchLabels": {"app": "web"}}, 0)], [web("web-1")],
+     "The drain of gpu-01 was refused by disruption budgets until driver_upgrade_drain_timeout (600 s): "
+     "PodDisruptionBudget team-a/web allows 0 disruption(s) now and draining gpu-01 would evict 1 of its pods "
+     "(team-a/web-1). The driver was not changed; once the budgets allow it, run the rollout again."),
+    # A budget that allows it again by the time it is read: the module's own message.
+    (REFUSED, [pdb("web", {"matchLabels": {"app": "web"}}, 1)], [web("web-1")],
+     "The drain of gpu-01 was refused by disruption budgets until driver_upgrade_drain_timeout (600 s): "
+     + REFUSED["msg"] + ". The driver was not changed; once the budgets allow it, run the rollout again."),
+    ({"failed": True, "msg": "Failed to cordon node gpu-01: Forbidden"}, [], [],
+     "The drain of gpu-01 failed: Failed to cordon node gpu-01: Forbidden."),
+    ({"failed": True}, [], [], "The drain of gpu-01 failed: no result."),
+])
+def test_a_drain_that_did_not_go_through_says_why(drained, pdbs, pods, message):
+    assert drain.drain_refusal(drained, pdbs, pods, NODE, False, 600) == message
+    assert filters.driver_upgrade_drain_refusal(drained, pdbs, pods, NODE, False, 600) == message
+
+
+@pytest.mark.parametrize("args, words", [
+    (("drained", [], []), r"expects k8s_drain's result \(a mapping\), got str"),
+    (({"failed": True}, {"resources": []}, []), "expects a list of PodDisruptionBudget objects"),
+    (({"failed": True}, [], None), "expects a list of Pod objects"),
+])
+def test_the_drain_refusal_filter_refuses_bad_input(args, words):
+    with pytest.raises(filters.AnsibleFilterError, match=words):
+        filters.driver_upgrade_drain_refusal(*args, NODE, False, 600)
