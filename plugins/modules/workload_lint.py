@@ -122,6 +122,15 @@ options:
     type: str
     choices: [Disabled, NonMemoryEnforced, HamiCore, NvFractions]
     version_added: 0.1.0
+  sharing_mode_from_cluster:
+    description:
+      - Read the sharing mode from the cluster's kai-config (C(kai.scheduler/v1) Config, C(spec.global.gpuSharingMode))
+        instead of O(sharing_mode): the rule C(sharing-mode) then judges against what the cluster runs.
+      - Fails when the cluster has no kai-config or it names no mode this module knows. Mutually exclusive with
+        O(sharing_mode).
+    type: bool
+    default: false
+    version_added: 0.1.0
   fail_on:
     description:
       - V(error) fails when any error is found, V(warning) when any finding is, V(never) only reports.
@@ -151,6 +160,7 @@ EXAMPLES = r"""
   smshare.kai.workload_lint:
     namespaces: [gpu-trial, team-ml]
     queues_from_cluster: true
+    sharing_mode_from_cluster: true
     kubeconfig: /etc/kubernetes/admin.conf
     fail_on: never
   register: lint
@@ -220,6 +230,11 @@ files:
   returned: always
   type: list
   elements: str
+sharing_mode:
+  description: The sharing mode the rule C(sharing-mode) judged against (O(sharing_mode) or the cluster's), none when unset.
+  returned: always
+  type: str
+  sample: NvFractions
 failure:
   description: >-
     Why the module failed: V(violations) (findings at or above O(fail_on)), V(bad_input) (a path that does not
@@ -278,6 +293,9 @@ LIVE_KINDS = (   # (apiVersion, kind, required); a kind is read from the first v
 )
 
 
+KAI_CONFIG = ("kai.scheduler/v1", "Config", "kai-config")   # cluster-scoped; spec.global.gpuSharingMode
+
+
 class ClusterError(Exception):
     pass
 
@@ -313,6 +331,25 @@ def _list(client, api_version, kind, namespace=None):
     except Exception as exc:  # pylint: disable=broad-except
         where = " in %s" % namespace if namespace else ""
         raise ClusterError("listing %s %s%s failed: %s" % (api_version, kind, where, exc))
+
+
+def cluster_sharing_mode(client):
+    """kai-config's spec.global.gpuSharingMode."""
+    api_version, kind, name = KAI_CONFIG
+    configs = _list(client, api_version, kind)
+    if configs is None:
+        raise ClusterError("the cluster has no %s %s resource: is KAI Scheduler installed? Set sharing_mode instead"
+                           % (api_version, kind))
+    config = next((c for c in configs if (c.get("metadata") or {}).get("name") == name), None)
+    if config is None:
+        raise ClusterError("the cluster has no %s (%s %s): KAI's chart creates it; set sharing_mode instead"
+                           % (name, api_version, kind))
+    mode = ((config.get("spec") or {}).get("global") or {}).get("gpuSharingMode")
+    if mode not in workload_rules.SHARING_MODES:
+        raise ClusterError("%s's spec.global.gpuSharingMode is %s, not one of %s (the mode is case-sensitive): fix "
+                           "the release values or set sharing_mode" % (
+                               name, "unset" if mode is None else repr(mode), ", ".join(workload_rules.SHARING_MODES)))
+    return mode
 
 
 def live_objects(client, namespaces):
@@ -351,6 +388,7 @@ def main():
             queues_from_cluster=dict(type="bool", default=False),
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
             sharing_mode=dict(type="str", choices=list(workload_rules.SHARING_MODES)),
+            sharing_mode_from_cluster=dict(type="bool", default=False),
             max_file_bytes=dict(type="int", default=10 * 1024 * 1024),
             max_total_bytes=dict(type="int", default=256 * 1024 * 1024),
             max_objects=dict(type="int", default=50000),
@@ -359,12 +397,16 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    from_cluster = params["namespaces"] or params["queues_from_cluster"] or params["sharing_mode_from_cluster"]
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR,
                          failure="missing_library")
-    if (params["namespaces"] or params["queues_from_cluster"]) and DynamicClient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes") + " (for namespaces or queues_from_cluster)",
+    if from_cluster and DynamicClient is None:
+        module.fail_json(msg=missing_required_lib("kubernetes") + " (for namespaces or the *_from_cluster options)",
                          exception=KUBERNETES_IMPORT_ERROR, failure="missing_library")
+    if params["sharing_mode"] and params["sharing_mode_from_cluster"]:
+        module.fail_json(msg="sharing_mode=%s and sharing_mode_from_cluster=true: give the mode or read it from the "
+                         "cluster, not both" % params["sharing_mode"], failure="bad_input", parameter="sharing_mode")
     if not (params["paths"] or params["objects"] or params["namespaces"]):
         module.fail_json(msg="nothing to check: give paths, objects or namespaces", failure="bad_input",
                          parameter="paths")
@@ -382,10 +424,13 @@ def main():
 
     queues = list(params["queues"]) if params["queues"] is not None else None
     findings, checked, files = [], 0, []
+    sharing_mode = params["sharing_mode"]
     try:
         client = None
-        if params["namespaces"] or params["queues_from_cluster"]:
+        if from_cluster:
             client = api_client(params["kubeconfig"], params["context"])
+        if params["sharing_mode_from_cluster"]:
+            sharing_mode = cluster_sharing_mode(client)
         if params["queues_from_cluster"]:
             cluster_queues = _list(client, queue_tree.API_VERSION, queue_tree.KIND)
             if cluster_queues is None:
@@ -393,8 +438,7 @@ def main():
                                    % queue_tree.API_VERSION)
             queues = (queues or []) + cluster_queues
         # one run over every source: a PodGroup and the pods that join it may come from different ones
-        run = workload_rules.Run(None if queues is None else queue_tree.names_and_parents(queues),
-                                 params["sharing_mode"])
+        run = workload_rules.Run(None if queues is None else queue_tree.names_and_parents(queues), sharing_mode)
         try:
             findings, checked, files = workload_rules.lint_files(params["paths"], load_all, (yaml.YAMLError,),
                                                                  limits=limits, run=run)
@@ -425,6 +469,7 @@ def main():
         warning_count=len(findings) - errors,
         checked=checked,
         files=files,
+        sharing_mode=sharing_mode,
     )
     fail_on = params["fail_on"]
     if (fail_on == "error" and errors) or (fail_on == "warning" and findings):

@@ -193,3 +193,64 @@ def test_workload_lint_checks_live_objects_against_the_clusters_queues(cluster):
     assert result["summary"].startswith("2 errors, 2 warnings in ")
     cluster.kubectl("-n", NS, "delete", "deployment", "bad", "--wait=false")
     cluster.kubectl("-n", NS, "delete", "pod", "bound", "--wait=false", "--grace-period=0", "--force")
+
+
+CONFIG_CRD = REPO / "lab" / "standin" / "forks" / "kai-scheduler" / "deployments" / "kai-scheduler" / "crds" / \
+    "kai.scheduler_configs.yaml"
+
+
+def lint_module(lab, args):
+    proc = subprocess.run(["ansible", "localhost", "-m", "smshare.kai.workload_lint", "-a", json.dumps(args)],
+                          cwd=REPO, env=dict(lab.env, ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                          text=True, capture_output=True, check=False)
+    return proc, json.loads(proc.stdout.split("=>", 1)[1])
+
+
+def test_workload_lint_judges_against_the_sharing_mode_the_cluster_runs(cluster):
+    """sharing_mode_from_cluster reads kai-config (the KAI fork's Config CRD, cluster-scoped):
+    a fraction asked of a cluster whose kai-config says Disabled is an error, a mode
+    written in the wrong case is named, and no kai-config is a named failure."""
+    fraction = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "half", "namespace": NS, "labels": {"kai.scheduler/queue": "qt-ml"},
+        "annotations": {"gpu-fraction": "0.5"}}, "spec": {
+        "schedulerName": "kai-scheduler", "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+        "containers": [{"name": "c", "image": "x"}]}}
+    args = {"objects": [fraction], "sharing_mode_from_cluster": True, "kubeconfig": str(cluster.kubeconfig)}
+    had_crd = cluster.kubectl("get", "crd", "configs.kai.scheduler", check=False).returncode == 0
+    saved = cluster.kubectl("get", "configs.kai.scheduler", "kai-config", "-o", "json", check=False) \
+        if had_crd else None
+    saved = json.loads(saved.stdout) if saved is not None and saved.returncode == 0 else None
+    try:
+        if not had_crd:
+            cluster.kubectl("apply", "-f", str(CONFIG_CRD))
+            cluster.kubectl("wait", "--for=condition=Established", "crd/configs.kai.scheduler", "--timeout=30s")
+        cluster.kubectl("delete", "configs.kai.scheduler", "kai-config", "--ignore-not-found")
+        proc, result = lint_module(cluster, args)
+        assert proc.returncode == 2 and result["failure"] == "cluster", describe(proc)
+        assert "the cluster has no kai-config (kai.scheduler/v1 Config)" in result["msg"], result["msg"]
+        for mode, words in (("Disabled", None), ("nvfractions", "'nvfractions', not one of"),
+                            ("NvFractions", None)):
+            cluster.kubectl("apply", "-f", "-", input_text=json.dumps({
+                "apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"},
+                "spec": {"global": {"gpuSharingMode": mode}}}))
+            proc, result = lint_module(cluster, args)
+            if words:
+                assert result["failure"] == "cluster" and words in result["msg"], describe(proc)
+            elif mode == "Disabled":
+                assert result["failure"] == "violations", describe(proc)
+                assert [f["rule"] for f in result["findings"]] == ["sharing-mode"] and result["sharing_mode"] == mode
+            else:
+                assert proc.returncode == 0 and result["findings"] == [] and result["sharing_mode"] == mode, \
+                    describe(proc)
+        # The inventory's mode and the cluster's are one or the other.
+        proc, result = lint_module(cluster, dict(args, sharing_mode="NvFractions"))
+        assert "give the mode or read it from the cluster, not both" in result["msg"], describe(proc)
+    finally:
+        cluster.kubectl("delete", "configs.kai.scheduler", "kai-config", "--ignore-not-found")
+        if saved:
+            for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+                saved["metadata"].pop(key, None)
+            saved.pop("status", None)
+            cluster.kubectl("apply", "-f", "-", input_text=json.dumps(saved))
+        if not had_crd:
+            cluster.kubectl("delete", "crd", "configs.kai.scheduler", "--ignore-not-found")

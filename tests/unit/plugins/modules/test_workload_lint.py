@@ -227,3 +227,15 @@ def test_a_podgroup_in_a_file_and_the_job_that_joins_it_given_inline_are_one_run
     assert not done.failed and done.result["checked"] == 2
     assert [(f["rule"], f["source"]) for f in done.result["findings"]] == [
         ("podgroup-members", str(tmp_path / "podgroup.yaml"))]
+
+
+def test_the_sharing_mode_is_given_or_read_not_both(monkeypatch):
+    done = run(monkeypatch, {"objects": [GOOD], "sharing_mode": "NvFractions", "sharing_mode_from_cluster": True})
+    assert done.failed and done.result["failure"] == "bad_input"
+    assert done.result["msg"] == ("sharing_mode=NvFractions and sharing_mode_from_cluster=true: give the mode or read "
+                                  "it from the cluster, not both")
+
+
+def test_the_result_names_the_mode_the_rules_took(monkeypatch):
+    assert run(monkeypatch, {"objects": [GOOD], "sharing_mode": "NvFractions"}).result["sharing_mode"] == "NvFractions"
+    assert run(monkeypatch, {"objects": [GOOD]}).result["sharing_mode"] is None
