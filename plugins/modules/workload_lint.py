@@ -125,11 +125,27 @@ options:
   sharing_mode_from_cluster:
     description:
       - Read the sharing mode from the cluster's kai-config (C(kai.scheduler/v1) Config, C(spec.global.gpuSharingMode))
-        instead of O(sharing_mode): the rule C(sharing-mode) then judges against what the cluster runs.
-      - Fails when the cluster has no kai-config or it names no mode this module knows. Mutually exclusive with
-        O(sharing_mode).
+        instead of O(sharing_mode), so that the rule C(sharing-mode) judges against what the cluster runs.
+      - Fails when the cluster has no kai-config or it names no mode this module knows, and when O(sharing_mode) is
+        given too.
     type: bool
     default: false
+    version_added: 0.1.0
+  report_formats:
+    description:
+      - Also return the findings as reports CI systems read, C(junit) in RV(junit) and C(sarif) in RV(sarif).
+      - The playbook C(smshare.kai.lint_workloads) writes them to files (C(workload_lint_junit_file),
+        C(workload_lint_sarif_file)).
+    type: list
+    elements: str
+    choices: [junit, sarif]
+    default: []
+    version_added: 0.1.0
+  report_base_dir:
+    description:
+      - In the SARIF report, files under this directory are named relative to it (C(uriBaseId) C(SRCROOT)), as code
+        scanning services expect; others by their absolute C(file://) URI. Usually the repository's root.
+    type: path
     version_added: 0.1.0
   fail_on:
     description:
@@ -230,6 +246,19 @@ files:
   returned: always
   type: list
   elements: str
+junit:
+  description:
+    - The findings as a JUnit XML document, with O(report_formats=junit). One test case per rule of the table; a
+      rule's findings at or above O(fail_on) are its C(failure), the others its C(system-out).
+  returned: when asked
+  type: str
+sarif:
+  description:
+    - The findings as a SARIF 2.1.0 log, with O(report_formats=sarif). One result per finding, each rule of the table
+      in the tool's C(rules); a finding points at its file and names its object and field as a logical location
+      (the linter reads objects, not lines).
+  returned: when asked
+  type: dict
 sharing_mode:
   description: The sharing mode the rule C(sharing-mode) judged against (O(sharing_mode) or the cluster's), none when unset.
   returned: always
@@ -248,7 +277,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, queue_tree
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, lint_reports, queue_tree
 from ansible_collections.smshare.kai.plugins.module_utils import workload_rules
 
 try:
@@ -389,6 +418,8 @@ def main():
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
             sharing_mode=dict(type="str", choices=list(workload_rules.SHARING_MODES)),
             sharing_mode_from_cluster=dict(type="bool", default=False),
+            report_formats=dict(type="list", elements="str", choices=["junit", "sarif"], default=[]),
+            report_base_dir=dict(type="path"),
             max_file_bytes=dict(type="int", default=10 * 1024 * 1024),
             max_total_bytes=dict(type="int", default=256 * 1024 * 1024),
             max_objects=dict(type="int", default=50000),
@@ -471,6 +502,10 @@ def main():
         files=files,
         sharing_mode=sharing_mode,
     )
+    if "junit" in params["report_formats"]:
+        result["junit"] = lint_reports.junit(result["findings"], workload_rules.RULES, checked, params["fail_on"])
+    if "sarif" in params["report_formats"]:
+        result["sarif"] = lint_reports.sarif(result["findings"], workload_rules.RULES, params["report_base_dir"])
     fail_on = params["fail_on"]
     if (fail_on == "error" and errors) or (fail_on == "warning" and findings):
         module.fail_json(msg="workload_lint: %s:\n%s" % (result["summary"], "\n".join(result["report"])),

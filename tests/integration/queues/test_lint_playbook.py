@@ -1,9 +1,11 @@
 """The CI command users run on their own manifests: `ansible-playbook
 smshare.kai.lint_workloads -e workload_lint_paths=...` from their checkout,
 exit status and output as a pipeline sees them (no lab needed)."""
+import json
 import os
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import yaml
 
@@ -123,3 +125,25 @@ def test_the_clusters_sharing_mode_replaces_the_inventorys(tmp_path):
     assert "cannot reach the API server at https://127.0.0.1:1" in asked.stdout, asked.stdout
     both = lint(tmp_path, *common, "-e", "workload_lint_sharing_mode=NvFractions")
     assert both.returncode == 2 and "give the mode or read it from the cluster, not both" in " ".join(both.stdout.split()), both.stdout + both.stderr
+
+
+def test_the_reports_a_ci_reads_are_written_even_when_the_run_fails(tmp_path):
+    """workload_lint_junit_file and workload_lint_sarif_file: written before the violations
+    fail the run (the CI shows them), paths in SARIF relative to where the command runs;
+    --check writes neither."""
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "job.yaml").write_text(yaml.safe_dump(BAD_JOB))
+    asked = ["-e", "workload_lint_paths=k8s/", "-e", "workload_lint_junit_file=lint.xml",
+             "-e", "workload_lint_sarif_file=lint.sarif"]
+    checked = lint(tmp_path, "--check", *asked)
+    assert checked.returncode == 2 and not (tmp_path / "lint.xml").exists() and not (tmp_path / "lint.sarif").exists()
+    failed = lint(tmp_path, *asked)
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    suite = ElementTree.parse(str(tmp_path / "lint.xml")).getroot().find("testsuite")
+    failing = sorted(c.get("name").split(":")[0] for c in suite.findall("testcase") if c.find("failure") is not None)
+    sarif = json.loads((tmp_path / "lint.sarif").read_text())
+    results = sarif["runs"][0]["results"]
+    assert failing == sorted(set(r["ruleId"] for r in results if r["level"] == "error")) != []
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"k8s/job.yaml"}
+    again = lint(tmp_path, *asked)
+    assert "changed=0" in again.stdout, again.stdout

@@ -239,3 +239,12 @@ def test_the_sharing_mode_is_given_or_read_not_both(monkeypatch):
 def test_the_result_names_the_mode_the_rules_took(monkeypatch):
     assert run(monkeypatch, {"objects": [GOOD], "sharing_mode": "NvFractions"}).result["sharing_mode"] == "NvFractions"
     assert run(monkeypatch, {"objects": [GOOD]}).result["sharing_mode"] is None
+
+
+def test_the_reports_come_with_the_failure_they_explain(monkeypatch):
+    bad = with_label("research")
+    bad["metadata"]["annotations"]["gpu-fraction"] = "1.5"
+    done = run(monkeypatch, {"objects": [bad], "report_formats": ["junit", "sarif"]})
+    assert done.failed and done.result["failure"] == "violations"
+    assert "<failure" in done.result["junit"] and done.result["sarif"]["runs"][0]["results"][0]["ruleId"]
+    assert "junit" not in run(monkeypatch, {"objects": [GOOD]}).result
