@@ -196,6 +196,7 @@ class ForkImages:
             "fork_images_registry_login_tool": "buildah",
             "fork_images_build_environment": env,
             "fork_images_build_poll_interval": 2,
+            "fork_images_build_report_interval": 1,   # a progress line at each poll (the stand-in builds take seconds)
             "fork_images_manifest_path": str(self.manifest),
         }
         data.update(overrides)

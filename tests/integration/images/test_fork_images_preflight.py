@@ -64,7 +64,8 @@ CASES = [
     ("fork_images_build_timeout", -60, ["whole seconds above 0"]),
     ("fork_images_build_timeout", "3h", ["whole seconds above 0"]),
     ("fork_images_build_poll_interval", 0, ["whole seconds above 0"]),
-    ("fork_images_build_poll_interval", 20000, ["the interval at most the timeout"]),
+    ("fork_images_build_poll_interval", 20000, ["the poll interval at most the timeout"]),
+    ("fork_images_build_report_interval", 0, ["whole seconds above 0"]),
     # empty lists where one item is needed
     ("fork_images_kai_scheduler_platforms", [], ["at least one os/arch[/variant] platform"]),
     ("fork_images_gpu_fractioning_images", [], ["at least one image name"]),

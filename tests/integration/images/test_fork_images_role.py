@@ -13,6 +13,7 @@ docker-container builder: test_fork_images_multiplatform.py.
 import base64
 import json
 import os
+import re
 import stat
 import subprocess
 
@@ -111,6 +112,10 @@ def test_first_run_builds_what_the_guide_builds_and_verifies_each_fork(scenario,
     log = scenario.workdir / "logs" / f"KAI-Scheduler-{tag}.log"
     assert log.exists() and f">>> building helm-hooks ({HOST_PLATFORM})" in log.read_text()
     assert str(log) in first_run.output
+    # A progress line while a build runs (fork_images_build_report_interval: 1), not a retry line per poll.
+    assert re.search(r": (KAI-Scheduler|gpu-fractioning) building for 0 min; (step .+; )?last line: ",
+                     first_run.output), first_run.output[-4000:]
+    assert "FAILED - RETRYING" not in first_run.output
 
 
 def test_secrets_appear_nowhere_at_vvv(scenario, first_run):
