@@ -135,7 +135,7 @@ def with_sharing(name, mode=None, deps=None):
     (with_sharing("kai_config_deployed", mode="nvfractions"), False, MODE_WRONG % "nvfractions"),
     (with_sharing("kai_config_deployed", mode=""), False, MODE_WRONG % "(unset)"),
     (with_sharing("kai_config_deployed", deps=[{"type": "DependenciesFulfilled", "status": "False",
-                                                  "reason": "dependencies_missing", "message": "binder not ready"}]),
+                                                "reason": "dependencies_missing", "message": "binder not ready"}]),
      False, DEPS_WRONG % "False (dependencies_missing: binder not ready)"),
     (with_sharing("kai_config_deployed", mode="MPS", deps=[]), False,
      MODE_WRONG % "MPS" + " " + DEPS_WRONG % "missing (: )"),
