@@ -38,6 +38,7 @@ LABELS = (  # label, page under https://docs.ansible.com/projects/ansible/devel/
      "Ansible Configuration Settings"),
     ("common_return_values", "reference_appendices/common_return_values.html#common-return-values",
      "Return Values"),
+    ("action_plugins", "plugins/action.html#action-plugins", "Action plugins"),   # build_wait's note
     ("ansible_collections.kubernetes.core.k8s_info_module",
      "collections/kubernetes/core/k8s_info_module.html#ansible-collections-kubernetes-core-k8s-info-module",
      "kubernetes.core.k8s_info module"),
@@ -54,6 +55,8 @@ cat >> "$dest/conf.py" <<EOF
 intersphinx_mapping = {
     'ansible_devel': ('https://docs.ansible.com/projects/ansible/devel/', '$dest/ansible.inv'),
 }
+# Straight quotes: a templated default shown in a description must stay valid Jinja when copied.
+smartquotes = False
 EOF
 
 "$dest/build.sh"

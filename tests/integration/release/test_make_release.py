@@ -122,7 +122,9 @@ def test_release_sets_version_changelog_tarball_checksum_commit_and_tag(clone, t
     assert (clone / "changelogs" / "fragments" / ".keep").exists(), "the next fragment has no folder to go in"
     markdown = changelog_text(clone)
     assert "## v0.2.0" in markdown and "Tested with <code>touch" in markdown
-    assert "buildx_info" in markdown    # an entry of a released fragment
+    # An entry of a released fragment (its opening words: the Markdown may wrap the rest).
+    entry = yaml.safe_load((REPO / "changelogs" / "fragments" / "images.yml").read_text())["major_changes"][0]
+    assert " ".join(entry.split()[:8]) in " ".join(markdown.split()), markdown[-3000:]
 
     # The artifact and its checksum.
     tarball = clone / "dist" / "smshare-kai-0.2.0.tar.gz"
