@@ -157,6 +157,18 @@ def _keeping(args, facts):
     return args
 
 
+@pytest.fixture
+def unreachable_kubeconfig(tmp_path):
+    """A kubeconfig that loads and points at a port nothing listens on (127.0.0.1:1)."""
+    path = tmp_path / "unreachable-kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+        "users": [{"name": "x", "user": {"token": "t"}}]}))
+    return path
+
+
 @pytest.fixture(scope="session")
 def lab(request):
     """The lab, up for the whole session (cold: builds Kubernetes first, minutes)."""

@@ -107,19 +107,14 @@ def test_the_list_nesting_limit_is_the_playbooks_to_set(tmp_path):
     assert shallow.returncode == 2 and "nested.yaml" in shallow.stdout, shallow.stdout + shallow.stderr
 
 
-def test_the_clusters_sharing_mode_replaces_the_inventorys(tmp_path):
+def test_the_clusters_sharing_mode_replaces_the_inventorys(tmp_path, unreachable_kubeconfig):
     """workload_lint_sharing_mode_from_cluster: the inventory's smshare_gpu_sharing_mode
     (a100: NvFractions) gives way, so the module asks the cluster (here one that does not
     answer: a named failure); an explicit mode beside it is refused as ambiguous."""
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(GOOD))
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-        "users": [{"name": "x", "user": {"token": "t"}}]}))
     common = ["-i", str(REPO / "inventories" / "a100"), "-e", "workload_lint_paths=pod.yaml",
-              "-e", "workload_lint_kubeconfig=%s" % kubeconfig, "-e", "workload_lint_sharing_mode_from_cluster=true"]
+              "-e", "workload_lint_kubeconfig=%s" % unreachable_kubeconfig,
+              "-e", "workload_lint_sharing_mode_from_cluster=true"]
     asked = lint(tmp_path, *common)
     assert asked.returncode == 2, asked.stdout + asked.stderr
     assert "cannot reach the API server at https://127.0.0.1:1" in asked.stdout, asked.stdout

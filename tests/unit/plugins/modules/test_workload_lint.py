@@ -117,14 +117,8 @@ def test_nothing_found_is_a_warning(monkeypatch, tmp_path):
     assert warned == ["no Kubernetes objects were found to check: are the paths or namespaces right?"]
 
 
-def test_unreachable_cluster_is_a_named_failure(monkeypatch, tmp_path):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-        "users": [{"name": "x", "user": {"token": "t"}}]}))
-    done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(kubeconfig)})
+def test_unreachable_cluster_is_a_named_failure(monkeypatch, unreachable_kubeconfig):
+    done = run(monkeypatch, {"namespaces": ["gpu-trial"], "kubeconfig": str(unreachable_kubeconfig)})
     assert done.failed and done.result["failure"] == "cluster"
     # the kubeconfig loaded: the server refused, and the message says so
     assert done.result["msg"].startswith("cannot reach the API server at https://127.0.0.1:1"), done.result["msg"]
