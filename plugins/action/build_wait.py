@@ -16,6 +16,7 @@ from ansible_collections.smshare.kai.plugins.module_utils import build_progress
 
 display = Display()
 
+UNREAD_LIMIT = 3   # status reads that fail in a row (the host unreachable, say) before the wait ends
 ARGS = {"jid": str, "log": str, "name": str, "timeout": int, "poll_interval": int, "report_interval": int}
 
 
@@ -55,13 +56,15 @@ class ActionModule(ActionBase):
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         started = time.time()
         last_report = started
+        unread = 0   # status reads in a row that failed: one such read does not end the wait
         while True:
             status = self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
                                           module_args={"jid": args["jid"], "_async_dir": async_dir})
             elapsed = time.time() - started
-            if status.get("finished") or status.get("failed"):
+            unread = unread + 1 if status.get("failed") and not status.get("finished") else 0
+            if status.get("finished") or unread >= UNREAD_LIMIT:
                 status["elapsed"] = int(elapsed)
-                status.setdefault("finished", 1)
+                status["finished"] = bool(status.get("finished"))
                 for key in ("invocation", "exception"):   # the command's own failure is the caller's to report
                     status.pop(key, None)
                 result.update(status)

@@ -17,6 +17,11 @@ __metaclass__ = type
 import os
 from xml.etree import ElementTree
 
+try:
+    from urllib.parse import quote
+except ImportError:  # pragma: no cover - Python 2
+    from urllib import quote
+
 TOOL = "smshare.kai.workload_lint"
 INFO_URI = "https://example.invalid/smshare/kai/blob/main/README.md"   # galaxy.yml's documentation
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -55,20 +60,31 @@ def junit(findings, rules, checked, fail_on="error", name=TOOL):
     return ElementTree.tostring(suites, encoding="unicode")
 
 
+def _file_uri(path):
+    """file:// URI of an absolute path, percent-encoded."""
+    return "file://" + quote(path.replace(os.sep, "/"))
+
+
 def _location(finding, base_dir):
+    """(the result's location, the document number of a multi-document file or None)."""
     source = finding.get("source") or ""
-    path, _sep, document = source.partition("#")
-    logical = {"fullyQualifiedName": ": ".join(p for p in (finding.get("object"), finding.get("field")) if p),
-               "kind": "object"}
-    location = {"logicalLocations": [logical]}
+    path, document = source, None
+    head, sep, tail = source.rpartition("#")
+    if sep and tail.isdigit():   # workload_rules writes FILE#N for the Nth document; a '#' in a name stays
+        path, document = head, int(tail)
+    name = ": ".join(p for p in (finding.get("object"), finding.get("field")) if p)
+    location = {}
     if path and os.path.isabs(path):
-        if base_dir and (path + os.sep).startswith(base_dir.rstrip(os.sep) + os.sep):
-            artifact = {"uri": os.path.relpath(path, base_dir).replace(os.sep, "/"), "uriBaseId": SRCROOT}
+        base = base_dir.rstrip(os.sep) if base_dir else None
+        if base and path.startswith(base + os.sep):
+            artifact = {"uri": quote(os.path.relpath(path, base).replace(os.sep, "/")), "uriBaseId": SRCROOT}
         else:
-            artifact = {"uri": "file://" + path}
+            artifact = {"uri": _file_uri(path)}
         location["physicalLocation"] = {"artifactLocation": artifact}
     elif path:
-        logical["fullyQualifiedName"] = "%s: %s" % (path, logical["fullyQualifiedName"])
+        name = "%s: %s" % (path, name) if name else path   # cluster, objects[N]: no file to point at
+    if name:
+        location["logicalLocations"] = [{"fullyQualifiedName": name, "kind": "object"}]
     return location, document
 
 
@@ -83,13 +99,13 @@ def sarif(findings, rules, base_dir=None):
                   "message": {"text": finding["message"]}, "locations": [location]}
         if finding["rule"] in rules:
             result["ruleIndex"] = ids.index(finding["rule"])
-        if document:
-            result["properties"] = {"document": int(document) if document.isdigit() else document}
+        if document is not None:
+            result["properties"] = {"document": document}
         results.append(result)
     run = {"tool": {"driver": {"name": TOOL, "informationUri": INFO_URI, "rules": [
         {"id": rule, "shortDescription": {"text": rules[rule][1]},
          "defaultConfiguration": {"level": "error" if rules[rule][0] == "error" else "warning"}} for rule in ids]}},
         "results": results}
     if base_dir:
-        run["originalUriBaseIds"] = {SRCROOT: {"uri": "file://" + base_dir.rstrip("/") + "/"}}
+        run["originalUriBaseIds"] = {SRCROOT: {"uri": _file_uri(base_dir.rstrip(os.sep) + os.sep)}}
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}

@@ -273,6 +273,7 @@ failure:
   type: str
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -505,7 +506,8 @@ def main():
     if "junit" in params["report_formats"]:
         result["junit"] = lint_reports.junit(result["findings"], workload_rules.RULES, checked, params["fail_on"])
     if "sarif" in params["report_formats"]:
-        result["sarif"] = lint_reports.sarif(result["findings"], workload_rules.RULES, params["report_base_dir"])
+        base = os.path.realpath(params["report_base_dir"]) if params["report_base_dir"] else None
+        result["sarif"] = lint_reports.sarif(result["findings"], workload_rules.RULES, base)
     fail_on = params["fail_on"]
     if (fail_on == "error" and errors) or (fail_on == "warning" and findings):
         module.fail_json(msg="workload_lint: %s:\n%s" % (result["summary"], "\n".join(result["report"])),

@@ -127,9 +127,9 @@ def outside(found, nets):
 
 def traced(lab, tmp_path, name, playbook, extra_vars, inventory):
     """The playbook under strace: (its process, the trace). When strace itself gives up
-    (TRACER_GAVE_UP: it loses a tracee in a group-stop and ends the run with it), the
-    run is made again, the converge being safe to re-run, and both traces are returned
-    to be checked."""
+    (TRACER_GAVE_UP), it kills the processes it started (the run's output stops there),
+    so the first trace covers all the first run did; the run is made again, the converge
+    being safe to re-run, it must pass whole, and both traces are returned to be checked."""
     vars_file = tmp_path / (name + ".vars.json")
     vars_file.write_text(json.dumps(extra_vars))
     traces = []

@@ -87,3 +87,18 @@ def test_sarif_outside_the_base_and_without_a_file(linted):
     result = lint_reports.sarif(live, workload_rules.RULES)["runs"][0]["results"][0]
     assert "physicalLocation" not in result["locations"][0]
     assert result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].startswith("cluster: Pod gpu-trial/")
+
+
+def test_sarif_uris_are_encoded_and_a_hash_in_a_file_name_stays(linted):
+    findings, _checked, root = linted
+    odd = dict(findings[0], source=root + "/k8s/team a#1.yaml#3")
+    result = lint_reports.sarif([odd], workload_rules.RULES, root)["runs"][0]["results"][0]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "k8s/team%20a%231.yaml"
+    assert result["properties"] == {"document": 3}
+    spaced = lint_reports.sarif([odd], workload_rules.RULES, root + "/my repo")["runs"][0]
+    assert spaced["originalUriBaseIds"]["SRCROOT"]["uri"] == "file://%s/my%%20repo/" % root
+    # A finding about a whole file (it could not be parsed) names no object.
+    whole = dict(findings[0], source=root + "/k8s/bad.yaml", object="", field="")
+    location = lint_reports.sarif([whole], workload_rules.RULES, root)["runs"][0]["results"][0]["locations"][0]
+    assert "logicalLocations" not in location and location["physicalLocation"]["artifactLocation"]["uri"] == \
+        "k8s/bad.yaml"
