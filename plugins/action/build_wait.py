@@ -6,6 +6,7 @@ runs: documentation in plugins/modules/build_wait.py."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import re
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -16,6 +17,8 @@ from ansible_collections.smshare.kai.plugins.module_utils import build_progress
 
 display = Display()
 
+JOB_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")   # async_wrapper's j<number>.<pid>
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 UNREAD_LIMIT = 3   # status reads that fail in a row (the host unreachable, say) before the wait ends
 ARGS = {"jid": str, "log": str, "name": str, "timeout": int, "poll_interval": int, "report_interval": int}
 
@@ -38,6 +41,14 @@ class ActionModule(ActionBase):
         for key in ("timeout", "poll_interval", "report_interval"):
             if args[key] < 1:
                 raise AnsibleActionFail("build_wait: %s=%d must be 1 or more seconds" % (key, args[key]))
+        if not JOB_ID.match(args["jid"]):
+            raise AnsibleActionFail("build_wait: jid=%r is not a job id (the async task's ansible_job_id, for "
+                                    "example j123456789.4242)" % args["jid"])
+        if not args["log"].startswith("/") or CONTROL.search(args["log"]):
+            raise AnsibleActionFail("build_wait: log=%r must be an absolute path without control characters"
+                                    % args["log"])
+        if CONTROL.search(args["name"]):
+            raise AnsibleActionFail("build_wait: name=%r must be one line of text" % args["name"])
         return args
 
     def _tail(self, log, task_vars):
@@ -69,6 +80,7 @@ class ActionModule(ActionBase):
                     status.pop(key, None)
                 result.update(status)
                 result["failed"] = False   # the role's check says what failed, with the log's end
+                result["changed"] = False   # the build task reported the change; waiting changes nothing
                 return result
             if elapsed >= args["timeout"]:
                 result.update(finished=0, elapsed=int(elapsed), failed=True, msg=(

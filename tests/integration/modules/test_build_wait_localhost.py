@@ -33,7 +33,13 @@ GOOD = {"jid": "j1", "log": "/nonexistent/build.log", "timeout": 5, "poll_interv
     (dict(GOOD, poll_interval="often"), "build_wait: poll_interval='often' is not int"),
     (dict(GOOD, report_interval=-5), "build_wait: report_interval=-5 must be 1 or more seconds"),
     (dict(GOOD, every=3), "Invalid options for smshare.kai.build_wait: every"),
-], ids=["no-jid", "zero-timeout", "word-interval", "negative-report", "unknown-option"])
+    (dict(GOOD, jid="../../etc/passwd"), "is not a job id"),
+    (dict(GOOD, jid=""), "build_wait: jid is required"),
+    (dict(GOOD, log="build.log"), "must be an absolute path without control characters"),
+    (dict(GOOD, log="/var/log/b\nuild.log"), "must be an absolute path without control characters"),
+    (dict(GOOD, name="kai\rscheduler"), "must be one line of text"),
+], ids=["no-jid", "zero-timeout", "word-interval", "negative-report", "unknown-option", "path-as-jid", "empty-jid",
+        "relative-log", "newline-in-log", "carriage-return-in-name"])
 def test_bad_arguments_are_refused_by_name(tmp_path, args, words):
     proc, result = build_wait(tmp_path, args)
     assert proc.returncode != 0 and words in result.get("msg", ""), proc.stdout + proc.stderr
@@ -49,4 +55,5 @@ def test_a_job_nobody_started_is_handed_back_finished_and_unread(tmp_path):
     (tmp_path / "async").mkdir()
     proc, result = build_wait(tmp_path, GOOD)
     assert proc.returncode == 0 and result["finished"] is True and "rc" not in result, proc.stdout
+    assert proc.stdout.startswith("localhost | SUCCESS"), proc.stdout   # waiting changed nothing
     assert result["msg"] == "could not find job" and not result.get("failed")
