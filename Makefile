@@ -5,7 +5,7 @@
 # make docs (the docs site, offline, into build/docs/build/html).
 SHELL := /bin/bash
 
-.PHONY: bootstrap lab lab-down lab-status test lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests release-check release ee bench docs
+.PHONY: bootstrap lab lab-down lab-status test lint sanity unit oldest-core integration lab-tests other-tests fleet-tests second-lab-tests release-check release ee bench docs
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -23,7 +23,7 @@ test: bootstrap
 	bash scripts/test.sh
 
 # Single stages, for a quicker loop once `make bootstrap` has run.
-lint sanity unit integration lab-tests other-tests fleet-tests second-lab-tests:
+lint sanity unit oldest-core integration lab-tests other-tests fleet-tests second-lab-tests:
 	bash scripts/test.sh $@
 
 # The test command's release stage alone (tarball built, installed, run by FQCN).

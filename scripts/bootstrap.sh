@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for the collection's tests and lab:
-# pinned apt packages, a pinned virtualenv in .venv, and the collection made
+# pinned apt packages, a pinned virtualenv in .venv (and .venv-oldest, the
+# oldest ansible-core the collection claims), and the collection made
 # findable by its FQCN (smshare.kai) through .collections/.
 # Safe to re-run: every step checks before it acts.
 set -euo pipefail
@@ -31,17 +32,32 @@ apt_install() {
   fi
 }
 
+# python_env VENV REQUIREMENTS: VENV holds exactly REQUIREMENTS (a stamp of its hash).
 python_env() {
-  local stamp=.venv/.requirements.sha256 sum
-  sum=$(sha256sum requirements/python.txt | cut -d' ' -f1)
+  local venv=$1 requirements=$2 stamp=$1/.requirements.sha256 sum
+  sum=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
-    echo "venv: .venv matches requirements/python.txt"; return
+    echo "venv: $venv matches $requirements"; return
   fi
-  python3.11 -m venv .venv 2>/dev/null || python3 -m venv .venv
+  python3.11 -m venv "$venv" 2>/dev/null || python3 -m venv "$venv"
   # This machine's pip config lists local indexes that may be empty: not errors.
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements/python.txt 2>&1 \
+  "$venv"/bin/pip install -q --disable-pip-version-check -r "$requirements" 2>&1 \
     | { grep -v "^WARNING: Location .* is ignored" || true; }
   echo "$sum" > "$stamp"
+}
+
+# The oldest ansible-core the collection claims (meta/runtime.yml), for the
+# test command's oldest-core stage, with the collections the pinned ansible
+# package ships (galaxy.yml's lower bounds) found where ansible finds them in
+# .venv: in its site-packages.
+oldest_core_env() {
+  python_env .venv-oldest requirements/python-oldest.txt
+  local site bundled
+  site=$(.venv-oldest/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  bundled=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ansible_collections
+  test -d "$bundled"
+  ln -sfn "$bundled" "$site/ansible_collections"
+  echo "oldest core: $(.venv-oldest/bin/ansible --version | head -1), collections from $bundled"
 }
 
 collection_link() {
@@ -52,5 +68,6 @@ collection_link() {
 }
 
 step "apt packages";        time apt_install
-step "python virtualenv";   time python_env
+step "python virtualenv";   time python_env .venv requirements/python.txt
+step "oldest ansible-core"; time oldest_core_env
 step "collection path";     collection_link

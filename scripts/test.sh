@@ -4,12 +4,12 @@
 # this machine: most of the stages wait (on the cluster, apt in containers, image
 # builds) rather than compute, so one stream's waits are another's CPU:
 #   lab stream:    the tests marked `lab` (one shared lab, brought up once)
-#   other stream:  lint, sanity, unit, the integration tests that need no lab
+#   other stream:  lint, sanity, unit, oldest-core, the integration tests that need no lab
 #                  (Molecule, own registries, localhost)
 #   second stream: on a second lab, the fleet's tests and the lab tests that
 #                  need no shared converge; then release
 # `scripts/test.sh STAGE...` runs only those stages, one after the other
-# (stages: lint sanity unit integration lab-tests other-tests fleet-tests
+# (stages: lint sanity unit oldest-core integration lab-tests other-tests fleet-tests
 # second-lab-tests release); a failing stage stops its stream.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -37,6 +37,28 @@ stage_unit() {
   pytest -q tests/unit
 }
 
+# meta/runtime.yml's requires_ansible, tested: the collection's unit tests and the
+# tests that run its modules and plays on localhost (tests/**/*_localhost.py),
+# again with the oldest ansible-core it claims (.venv-oldest, scripts/bootstrap.sh;
+# its collections are galaxy.yml's lower bounds). The lab's own unit tests
+# (tests/unit/lab) do not use ansible-core.
+stage_oldest_core() {
+  local want have
+  want=$(sed -n 's/^requires_ansible: *">=\(.*\)"$/\1/p' meta/runtime.yml)
+  have=$(.venv-oldest/bin/python -c 'import ansible.release; print(ansible.release.__version__)') || return 1
+  if [ "$have" != "$want" ]; then
+    echo "oldest-core: .venv-oldest has ansible-core $have, meta/runtime.yml claims >=$want:" \
+      "pin ansible-core==$want in requirements/python-oldest.txt and run make bootstrap" >&2
+    return 1
+  fi
+  local localhost=() tmp rc; mapfile -t localhost < <(find tests -name '*_localhost.py' | sort)
+  tmp=$(mktemp -d /tmp/smshare-pytest-oldest.XXXXXX)
+  PATH="$PWD/.venv-oldest/bin:$PATH" pytest -q --basetemp "$tmp" \
+    tests/unit/plugins tests/unit/collection "${localhost[@]}"; rc=$?
+  rm -rf "$tmp"
+  return "$rc"
+}
+
 # The second lab (state in .lab-second/, the first lab instance no other lab on
 # this machine holds: lab/smshare_lab/instances.py), brought up and down by each
 # session that uses it, runs in the second stream the tests marked `second_lab`:
@@ -57,7 +79,7 @@ on_second_lab() {
 # hold while this script runs (SMSHARE_LAB_HOLDER), and no longer unless a lab came up.
 claim_instances() {
   local s needs=; [ $# -eq 0 ] && needs=lab
-  for s; do case $s in lint|sanity|unit|release) ;; *) needs=lab ;; esac; done
+  for s; do case $s in lint|sanity|unit|oldest-core|release) ;; *) needs=lab ;; esac; done
   [ -n "$needs" ] || return 0
   export SMSHARE_LAB_HOLDER=$$
   SMSHARE_LAB_INSTANCE=$(lab/labctl instance) || return 1
@@ -156,7 +178,7 @@ total_start=$SECONDS
 if [ $# -gt 0 ]; then
   run_stream stages "$@"; rc=$?
 else
-  all_streams "lab-tests" "lint sanity unit other-tests" "fleet-tests second-lab-tests release"; rc=$?
+  all_streams "lab-tests" "lint sanity unit oldest-core other-tests" "fleet-tests second-lab-tests release"; rc=$?
 fi
 printf '\n===== stage times =====\n'
 for name in stages other second lab; do

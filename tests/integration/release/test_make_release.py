@@ -40,10 +40,10 @@ def clone(tmp_path_factory):
     git(path, "config", "user.name", "release test")
     git(path, "add", "-A")
     git(path, "commit", "-q", "--allow-empty", "-m", "the working tree under test")
-    # The venv is this clone's (bootstrap finds it current and installs nothing).
-    (path / ".venv").symlink_to(REPO / ".venv")
-    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as exclude:
-        exclude.write("/.venv\n")     # .gitignore's `.venv/` matches a folder, not this link
+    # The venvs are this clone's (bootstrap finds them current and installs nothing).
+    # (.gitignore names both, links included.)
+    for venv in (".venv", ".venv-oldest"):
+        (path / venv).symlink_to(REPO / venv)
     return path
 
 

@@ -42,4 +42,5 @@ def test_every_entry_names_a_shipped_file(ignore_file):
 def test_the_build_ignore_reading_matches_ansible_galaxy():
     assert not shipped("lab/labctl") and not shipped("tests/integration/release/test_make_release.py")
     assert not shipped("benchmarks/lab_start.py") and not shipped(".lab-second/x")
+    assert not shipped(".venv-oldest/bin/ansible") and not shipped(".venv/bin/ansible")
     assert shipped("plugins/modules/gpu_info.py") and shipped("tests/unit/collection/test_sanity_ignores.py")
