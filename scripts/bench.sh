@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # This clone's lab number, claimed once (the Molecule hosts and the lab are named by it).
 SMSHARE_LAB_INSTANCE=$(lab/labctl instance)
 export SMSHARE_LAB_INSTANCE
-for b in driver_rerun images_rerun lab_start cluster_rerun fleet_rollout; do
+for b in driver_rerun images_rerun lab_start cluster_rerun fleet_rollout lint_throughput; do
   printf '\n===== benchmark: %s =====\n' "$b"
   python3 "benchmarks/$b.py"
 done
