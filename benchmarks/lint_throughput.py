@@ -49,12 +49,11 @@ def pod(i, broken):
 
 def deployment(i, broken):
     template = pod(i, broken)
+    labels = {"app": "serve-%05d" % i, "kai.scheduler/queue": "team-1"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "serve-%05d" % i, "namespace": template["metadata"]["namespace"]},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "serve-%05d" % i}},
-                     "template": {"metadata": dict(template["metadata"], labels={"app": "serve-%05d" % i,
-                                                                                    "kai.scheduler/queue": "team-1"}),
-                                  "spec": template["spec"]}}}
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": labels["app"]}},
+                     "template": {"metadata": dict(template["metadata"], labels=labels), "spec": template["spec"]}}}
 
 
 def service(i, _broken):
