@@ -56,7 +56,13 @@ make_pki() {
 
 make_credentials() {
   [ -s "$state/username" ] || printf '%s\n' "${SMSHARE_REGISTRY_USER:-smshare}" >"$state/username"
-  [ -s "$state/password" ] || { openssl rand -hex 16 >"$state/password"; rm -f "$state/server/htpasswd"; }
+  # Registry tokens are often base64 (ECR, robot accounts): the lab's password
+  # carries its + / = so every quoting and encoding of it is exercised. A state
+  # folder from before (hex only) gets a new one while the registry is down.
+  if ! grep -q '[+/=]' "$state/password" 2>/dev/null; then
+    printf '%s+%s/%s=\n' "$(openssl rand -hex 6)" "$(openssl rand -hex 6)" "$(openssl rand -hex 6)" >"$state/password"
+    rm -f "$state/server/htpasswd"
+  fi
   chmod 600 "$state/password"
   if [ ! -s "$state/server/htpasswd" ]; then
     # -i reads the password from stdin: it never appears in a process list.

@@ -102,16 +102,17 @@ class Lab:
         return subprocess.run([sys.executable, str(LABCTL), *args], env=self.env, text=True,
                               capture_output=True, check=check)
 
-    def playbook(self, playbook, *args, extra_vars=None, check=False, inventory=None):
-        """ansible-playbook against the lab inventory (or `inventory`, a list of -i sources);
-        returns the CompletedProcess."""
+    def playbook(self, playbook, *args, extra_vars=None, check=False, inventory=None, env=None):
+        """ansible-playbook against the lab inventory (or `inventory`, a list of -i sources),
+        with `env` over the lab's environment; returns the CompletedProcess."""
         argv = ["ansible-playbook", str(playbook)]
         for inv in inventory or self.inventory:
             argv += ["-i", inv]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
         argv += list(args)
-        return subprocess.run(argv, env=self.env, text=True, capture_output=True, check=check, cwd=REPO)
+        return subprocess.run(argv, env=dict(self.env, **(env or {})), text=True, capture_output=True, check=check,
+                              cwd=REPO)
 
     def load_image(self, ref):
         """Import a podman image into the node tier's containerd (for pods)."""

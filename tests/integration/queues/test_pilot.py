@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 from lab_helpers import describe  # noqa: E402
+from secret_search import found_in_files, found_in_text, kept_env, secret_forms  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_nodes, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
@@ -64,8 +65,9 @@ def test_bad_input_is_refused_before_any_change(pilot_lab):
     assert not kai_leftovers(pilot_lab)
 
 
-def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab):
-    proc = pilot_lab.playbook(PLAY)
+def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab, tmp_path):
+    # At -vvv, its log and temp folders kept: the registry login's password in no form anywhere.
+    proc = pilot_lab.playbook(PLAY, "-vvv", env=kept_env(tmp_path))
     out = flat(proc.stdout)
     assert proc.returncode == 0, describe(proc)
     for seen in (
@@ -89,6 +91,10 @@ def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab):
                      r"together \(kai\.scheduler/batch-min-member\), [78] fit now", out), describe(proc)
     assert "node                     GPUs  model" in proc.stdout
     assert not kai_leftovers(pilot_lab)
+    assert "ESTABLISH LOCAL CONNECTION" in proc.stdout and "Log in to the chart's registry" in proc.stdout
+    forms = secret_forms(pilot_lab.registry.username, pilot_lab.registry.password)
+    assert found_in_text(forms, proc.stdout + proc.stderr) == []
+    assert found_in_files(forms, [tmp_path]) == []
 
 
 def test_a_scheduler_that_starts_gangs_partially_fails_the_pilot_and_it_still_cleans_up(pilot_lab):
