@@ -20,6 +20,7 @@ import base64
 import json
 import re
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -141,6 +142,54 @@ def test_no_form_of_the_registry_password_at_vvv(lab, converged, tmp_path, play,
     assert found_in_text(forms, proc.stdout + proc.stderr) == []
     assert (tmp_path / "ansible.log").stat().st_size > 0
     assert found_in_files(forms, [tmp_path]) == []
+
+
+# A play killed while helm upgrades (issue 24, a half-finished run): helm itself,
+# killed while it waits for pods that cannot start, leaves its revision
+# pending-upgrade with the broken image tag applied. While that revision may
+# still be a running helm's, the role refuses and changes nothing; once older than
+# its helm timeout and a minute, the next run clears the record and upgrades from
+# the revision before it, with the role's tag back on every pod template.
+def test_a_helm_killed_mid_upgrade_is_cleared_by_the_next_run(lab, converged):
+    chart = next((lab.state_dir / "charts").glob("kai-scheduler-*/deployments/kai-scheduler"))
+    status, revision = releases(lab)["kai-scheduler"]
+    assert status == "deployed", releases(lab)
+    pending = ["-n", "kai-scheduler", "get", "secret", "-l", "owner=helm,name=kai-scheduler,status=pending-upgrade",
+               "-o", "jsonpath={.items[*].metadata.name}"]
+    helm = subprocess.Popen([str(lab.root / "lab" / "bin" / "helm"), "upgrade", "kai-scheduler", str(chart),
+                             "-n", "kai-scheduler", "--reuse-values", "--set", "global.tag=smshare-killed-upgrade",
+                             "--wait", "--timeout", "600s"], env=lab.env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        left = wait_for("helm's pending-upgrade record", lambda: lab.kubectl(*pending).stdout.strip(),
+                        timeout=120, step=0.5)
+        started = time.monotonic()
+    finally:
+        helm.kill()
+        helm.wait()
+    assert left == "sh.helm.release.v1.kai-scheduler.v%d" % (int(revision) + 1), left
+    install = ["playbooks/kai_scheduler.yml", "--tags", "kai_scheduler_install"]
+    short = {"kai_scheduler_wait_timeout": 5}     # stale after 5 s + a minute
+    try:
+        refused = lab.playbook(*install, extra_vars=short)
+        out = " ".join(refused.stdout.split())
+        assert refused.returncode != 0 and "has pending-upgrade revision %d since" % (int(revision) + 1) in out \
+            and "may still be running" in out and "Nothing was changed." in out, describe(refused)
+        assert lab.kubectl(*pending).stdout.strip() == left
+        time.sleep(max(0.0, 66 - (time.monotonic() - started)))
+        cleared = lab.playbook(*install, extra_vars=short)
+        out = " ".join(cleared.stdout.split())
+        assert cleared.returncode == 0 and "kai-scheduler revision %d, pending-upgrade since" % (int(revision) + 1) \
+            in out, describe(cleared)
+        assert lab.kubectl(*pending).stdout.strip() == ""
+        status, now = releases(lab)["kai-scheduler"]
+        assert (status, str(now)) == ("deployed", str(int(revision) + 1))
+    finally:
+        back = lab.playbook("playbooks/kai_scheduler.yml")
+    assert back.returncode == 0, describe(back)
+    images = lab.kubectl("-n", "kai-scheduler", "get", "deployments", "-o",
+                         "jsonpath={.items[*].spec.template.spec.containers[*].image}").stdout.split()
+    assert images and not [i for i in images if "smshare-killed-upgrade" in i], images
 
 
 # ------------------------------------------------------------------ preflight
