@@ -1,9 +1,9 @@
 # Apache-2.0
 """How fast the workload linter reads a repository, and the queue planner a wide tree.
 
-Generates a repository of OBJECTS Kubernetes objects (a mix of what teams keep:
-fractional pods, Deployments, Jobs with PodGroups, plain services; a tenth of
-them breaking a rule) in files of 1 to 20 documents, then prints:
+Generates a repository of OBJECTS Kubernetes objects (fractional Pods and
+Deployments and plain Services; a tenth of the fractional ones without
+schedulerName) in files of 1 to 20 documents, then prints:
 - workload_lint through `ansible localhost -m smshare.kai.workload_lint` (what
   `playbooks/lint_workloads.yml` and CI run): objects per second, MB per second;
 - the same rules in-process with libyaml's loader and with PyYAML's pure-Python

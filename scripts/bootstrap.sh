@@ -53,9 +53,10 @@ python_env() {
 oldest_core_env() {
   python_env .venv-oldest requirements/python-oldest.txt
   local site bundled
-  site=$(.venv-oldest/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  bundled=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ansible_collections
-  test -d "$bundled"
+  # Resolved: a clone whose venvs are links to these (the release test's) must
+  # not point the link at itself.
+  site=$(realpath -e "$(.venv-oldest/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')")
+  bundled=$(realpath -e "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ansible_collections")
   ln -sfn "$bundled" "$site/ansible_collections"
   echo "oldest core: $(.venv-oldest/bin/ansible --version | head -1), collections from $bundled"
 }

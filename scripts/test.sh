@@ -51,6 +51,10 @@ stage_oldest_core() {
       "pin ansible-core==$want in requirements/python-oldest.txt and run make bootstrap" >&2
     return 1
   fi
+  if [ ! -f .venv-oldest/lib/python3.11/site-packages/ansible_collections/kubernetes/core/MANIFEST.json ]; then
+    echo "oldest-core: .venv-oldest does not reach the ansible package's collections: run make bootstrap" >&2
+    return 1
+  fi
   local localhost=() tmp rc; mapfile -t localhost < <(find tests -name '*_localhost.py' | sort)
   tmp=$(mktemp -d /tmp/smshare-pytest-oldest.XXXXXX)
   PATH="$PWD/.venv-oldest/bin:$PATH" pytest -q --basetemp "$tmp" \

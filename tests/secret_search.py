@@ -10,24 +10,55 @@ those forms in a run's output and in the files it wrote.
 import base64
 import json
 import os
+import re
 import stat
 from urllib.parse import quote, quote_plus
 
 
+def task_ran(output, name):
+    """Whether the task named name ran (its TASK header followed by ok or changed, not skipping)."""
+    parts = output.split("TASK [")
+    for part in parts[1:]:
+        header, _sep, body = part.partition("]")
+        if header.split(" : ")[-1] == name:
+            return bool(re.search(r"^(ok|changed): ", body, re.M))
+    return False
+
+
 def kept_env(folder):
-    """Environment that keeps a run's Ansible log and temp folders in folder (to be searched)."""
+    """Environment that puts a run's Ansible log and temp folders in folder, to be
+    searched for what the run left there (Ansible removes its temp files as it goes)."""
     return {"ANSIBLE_LOG_PATH": str(folder / "ansible.log"), "ANSIBLE_LOCAL_TEMP": str(folder / "local-tmp"),
             "ANSIBLE_REMOTE_TEMP": str(folder / "remote-tmp"), "ANSIBLE_ASYNC_DIR": str(folder / "async")}
 
 
+def base64_cores(secret):
+    """What base64 of any text holding secret must contain, whatever the secret's
+    offset in it: the encoding of secret at each of the three byte alignments,
+    less the characters its neighbours share."""
+    cores = []
+    data = secret.encode()
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + data).decode().rstrip("=")
+        start = (pad * 4 + 2) // 3          # characters that carry padding bits
+        end = len(encoded) - (1 if (pad + len(data)) % 3 else 0)
+        cores.append(encoded[start:end])
+    return cores
+
+
 def secret_forms(user, password, *others):
-    """The password (and each other secret) clear, base64, URL-encoded (path and
-    form style) and JSON-escaped, and base64 of user:password (a registry auth)."""
+    """The password (and each other secret) clear, base64 (alone or inside a larger
+    encoded text, such as a Secret's .dockerconfigjson), URL-encoded (path and form
+    style, upper and lower case hex) and JSON-escaped, and user:password's base64
+    (a registry auth), also base64-encoded again (the auth inside a dockerconfigjson)."""
     forms = set()
     for secret in (password,) + others:
-        forms |= {secret, base64.b64encode(secret.encode()).decode(), quote(secret, safe=""),
+        quoted = quote(secret, safe="")
+        forms |= {secret, base64.b64encode(secret.encode()).decode(), quoted, quoted.lower(),
                   quote_plus(secret), json.dumps(secret)[1:-1]}
-    forms.add(base64.b64encode(("%s:%s" % (user, password)).encode()).decode())
+        forms |= set(base64_cores(secret))
+    auth = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+    forms |= {auth, base64.b64encode(auth.encode()).decode()} | set(base64_cores(auth))
     return {f for f in forms if len(f) >= 8}      # a short form would match by chance
 
 

@@ -44,7 +44,7 @@ def run(tmp_path, kubeconfig, *args):
     pytest.param(["-e", '{"gpu_operator_values": {"driver": {"version": "580.95.05"}}}'],
                  "sets driver.version, which the role sets", id="driver-version"),
     pytest.param(["-e", '{"gpu_operator_values": {"driver": {"enabled": false, "repository": "nvcr.io/x"}}}'],
-                 "sets driver.enabled, driver.repository, which the role sets", id="driver-enabled-and-repository"),
+                 "sets driver.enabled=false, driver.repository, which the role sets", id="driver-disabled-and-repository"),
 ])
 @pytest.mark.parametrize("mode", [[], ["--check", "--diff"]], ids=["run", "check-diff"])
 def test_values_helm_would_misread_are_refused_before_the_cluster(tmp_path, unreachable_kubeconfig, args, words, mode):
@@ -57,7 +57,7 @@ def test_values_helm_would_misread_are_refused_before_the_cluster(tmp_path, unre
 def test_nested_values_and_label_keys_below_the_top_pass_to_the_cluster_read(tmp_path, unreachable_kubeconfig):
     values = {"toolkit": {"enabled": False},
               "daemonsets": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true"}},
-              "driver": {"upgradePolicy": {"autoUpgrade": False}}}
+              "driver": {"enabled": True, "upgradePolicy": {"autoUpgrade": False}}}
     done = run(tmp_path, unreachable_kubeconfig, "-e", json.dumps({"gpu_operator_values": values}))
     out = " ".join(done.stdout.split())
     assert done.returncode != 0 and "Read the Kubernetes Nodes" in out, done.stdout[-3000:]

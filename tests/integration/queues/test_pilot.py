@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 from lab_helpers import describe  # noqa: E402
-from secret_search import found_in_files, found_in_text, kept_env, secret_forms  # noqa: E402
+from secret_search import found_in_files, found_in_text, kept_env, secret_forms, task_ran  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.lab_nodes, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
@@ -66,7 +66,7 @@ def test_bad_input_is_refused_before_any_change(pilot_lab):
 
 
 def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab, tmp_path):
-    # At -vvv, its log and temp folders kept: the registry login's password in no form anywhere.
+    # At -vvv, its log and temp folders in tmp_path: the registry login's password in no form there.
     proc = pilot_lab.playbook(PLAY, "-vvv", env=kept_env(tmp_path))
     out = flat(proc.stdout)
     assert proc.returncode == 0, describe(proc)
@@ -91,10 +91,16 @@ def test_the_pilot_passes_with_the_gang_rule_and_leaves_nothing(pilot_lab, tmp_p
                      r"together \(kai\.scheduler/batch-min-member\), [78] fit now", out), describe(proc)
     assert "node                     GPUs  model" in proc.stdout
     assert not kai_leftovers(pilot_lab)
-    assert "ESTABLISH LOCAL CONNECTION" in proc.stdout and "Log in to the chart's registry" in proc.stdout
+    assert "ESTABLISH LOCAL CONNECTION" in proc.stdout and task_ran(proc.stdout, "Log in to the chart's registry")
     forms = secret_forms(pilot_lab.registry.username, pilot_lab.registry.password)
     assert found_in_text(forms, proc.stdout + proc.stderr) == []
+    assert (tmp_path / "ansible.log").stat().st_size > 0
     assert found_in_files(forms, [tmp_path]) == []
+    # helm keeps a login in its registry config, which only its owner may read
+    registry_config = Path(pilot_lab.env.get("HELM_REGISTRY_CONFIG")
+                           or Path(pilot_lab.env.get("HOME", str(Path.home()))) / ".config/helm/registry/config.json")
+    if registry_config.is_file():
+        assert found_in_files(forms, [registry_config.parent], allowed={registry_config: 0o600}) == []
 
 
 def test_a_scheduler_that_starts_gangs_partially_fails_the_pilot_and_it_still_cleans_up(pilot_lab):

@@ -40,7 +40,8 @@ def clone(tmp_path_factory):
     git(path, "config", "user.name", "release test")
     git(path, "add", "-A")
     git(path, "commit", "-q", "--allow-empty", "-m", "the working tree under test")
-    # The venvs are this clone's (bootstrap finds them current and installs nothing).
+    # The venvs are this clone's (bootstrap finds them current and installs nothing; it only
+    # re-links .venv-oldest's collections, to the resolved .venv).
     # (.gitignore names both, links included.)
     for venv in (".venv", ".venv-oldest"):
         (path / venv).symlink_to(REPO / venv)
