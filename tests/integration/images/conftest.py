@@ -207,18 +207,29 @@ class ForkImages:
         env.update(PATH=f"{STANDIN_DOCKER}:{env['PATH']}", STANDIN_DOCKER_STATE=str(self.docker))
         return env
 
-    def play(self, *args, drop=(), env=None, **overrides):
-        """Run playbooks/images.yml; `drop` leaves variables unset, `env` adds
-        to ansible-playbook's environment."""
+    def _argv(self, args, drop, overrides):
         data = self.vars(**overrides)
         for name in drop:
             data.pop(name)
         self.vars_file.write_text(json.dumps(data))
-        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{self.vars_file}", *args]
+        return ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK), "-e", f"@{self.vars_file}", *args]
+
+    def play(self, *args, drop=(), env=None, **overrides):
+        """Run playbooks/images.yml; `drop` leaves variables unset, `env` adds
+        to ansible-playbook's environment."""
+        argv = self._argv(args, drop, overrides)
         start = time.monotonic()
         proc = subprocess.run(argv, env=dict(self.env(), **(env or {})), text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, cwd=REPO, check=False)
         return Outcome(proc.returncode, proc.stdout, time.monotonic() - start)
+
+    def start(self, output, *args, **overrides):
+        """Start playbooks/images.yml in a session of its own (as from a terminal), its
+        output to the file `output`; returns the Popen."""
+        argv = self._argv(args, (), overrides)
+        with open(output, "w", encoding="utf-8") as out:
+            return subprocess.Popen(argv, env=self.env(), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                                    start_new_session=True)
 
     def docker_calls(self):
         log = self.docker / "calls.log"

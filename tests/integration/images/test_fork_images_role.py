@@ -14,8 +14,10 @@ import base64
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -234,6 +236,50 @@ def test_wrong_password_fails_with_an_auth_message_and_is_never_shown(scenario, 
     for secret in (wrong, base64.b64encode(wrong.encode()).decode(), scenario.registry.password):
         assert secret not in outcome.output
     assert len(scenario.records()) == count
+
+
+def test_a_play_stopped_mid_build_leaves_make_running_and_no_second_make_starts(scenario, second_run, tmp_path):
+    """Ctrl-C while the play waits for gpu-fractioning's make (held at the stand-in's
+    gate): make goes on, apart from the play. The next run starts no second make in
+    that clone: it fails naming the running build's log, leaves that log alone and
+    removes the build environment file. Once that make has ended (and pushed), the
+    run after builds only what is still missing: KAI-Scheduler."""
+    gate, tag = tmp_path / "gate", "stopped-1"
+    extra = {"extra_env": {"STANDIN_MAKE_GATE": str(gate)}, "fork_images_tag": tag}
+    count = len(scenario.records())
+    play = scenario.start(tmp_path / "stopped.log", **extra)
+    try:
+        deadline = time.monotonic() + 300
+        while len(scenario.records()) == count and play.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [r["fork"] for r in scenario.records()[count:]] == ["gpu-fractioning"], \
+            (tmp_path / "stopped.log").read_text()[-3000:]
+        time.sleep(2)                                   # the play is in its wait
+    finally:
+        os.killpg(play.pid, signal.SIGINT)              # what Ctrl-C sends
+        play.wait(timeout=120)
+    log = scenario.workdir / "logs" / f"kai-gpu-fractioning-{tag}.log"
+    lock = scenario.workdir / "logs" / "kai-gpu-fractioning.lock"
+    assert f"{log}, started " in lock.read_text()
+    try:
+        again = scenario.play(**extra)
+        text = flat(again)
+        assert again.rc != 0 and "Another make of kai-gpu-fractioning is still running in" in text, \
+            again.output[-4000:]
+        assert f"log {log}, started " in text and "nothing was started" in text and f"fuser -k {lock}" in text
+        assert len(scenario.records()) == count + 1     # no second make
+        assert not (scenario.workdir / ".build-env").exists()
+    finally:
+        gate.touch()
+    deadline = time.monotonic() + 300
+    while subprocess.run(["flock", "-n", str(lock), "true"], check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the stopped play's make did not end"
+        time.sleep(1)
+    after = scenario.play(**extra)
+    assert after.rc == 0, after.output[-4000:]
+    assert "kai-gpu-fractioning: all images present, no build" in flat(after)
+    assert [r["fork"] for r in scenario.records()[count:]] == ["gpu-fractioning", "KAI-Scheduler"]
+    assert not (scenario.workdir / ".build-env").exists()
 
 
 SECRET = "Tok3n-in-the-url-5e1"
