@@ -109,7 +109,7 @@ def queue_plans(sizes, rounds):
                  "metadata": {"name": "team-%05d" % i, "labels": {"app.kubernetes.io/managed-by": "smshare.kai"}},
                  "spec": {"parentQueue": "root"}} for i in range(0, 2 * n, 4)]
         times = []
-        for _ in range(rounds):
+        for _round in range(rounds):
             start = time.monotonic()
             plan = queue_tree.plan(items, live=live, prune=True)
             times.append(time.monotonic() - start)
@@ -135,7 +135,7 @@ def main():
         runs.append(("in-process, pure Python", lambda: in_process(folder, yaml.SafeLoader)))
         for name, run in runs:
             times, checked, findings = [], 0, 0
-            for _ in range(args.rounds):
+            for _round in range(args.rounds):
                 elapsed, checked, findings = run()
                 times.append(elapsed)
             median = statistics.median(times)

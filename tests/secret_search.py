@@ -26,10 +26,12 @@ def task_ran(output, name):
 
 
 def kept_env(folder):
-    """Environment that puts a run's Ansible log and temp folders in folder, to be
-    searched for what the run left there (Ansible removes its temp files as it goes)."""
+    """Environment that puts a run's Ansible log and the controller's temp and async
+    folders in folder, to be searched for what the run left there (Ansible removes its
+    temp files as it goes). The hosts' remote temp stays theirs: a container node's
+    /tmp is not where the podman connection copies to."""
     return {"ANSIBLE_LOG_PATH": str(folder / "ansible.log"), "ANSIBLE_LOCAL_TEMP": str(folder / "local-tmp"),
-            "ANSIBLE_REMOTE_TEMP": str(folder / "remote-tmp"), "ANSIBLE_ASYNC_DIR": str(folder / "async")}
+            "ANSIBLE_ASYNC_DIR": str(folder / "async")}
 
 
 def base64_cores(secret):

@@ -162,9 +162,12 @@ def test_a_helm_killed_mid_upgrade_is_cleared_by_the_next_run(lab, converged):
                              "-n", "kai-scheduler", "--reuse-values", "--set", "global.tag=smshare-killed-upgrade",
                              "--wait", "--timeout", "600s"], env=lab.env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+
+    def pending_record():
+        return lab.kubectl(*pending).stdout.strip()
+
     try:
-        left = wait_for("helm's pending-upgrade record", lambda: lab.kubectl(*pending).stdout.strip(),
-                        timeout=120, step=0.5)
+        left = wait_for("helm's pending-upgrade record", pending_record, timeout=120, step=0.5)
         started = time.monotonic()
     finally:
         helm.kill()
@@ -177,13 +180,13 @@ def test_a_helm_killed_mid_upgrade_is_cleared_by_the_next_run(lab, converged):
         out = " ".join(refused.stdout.split())
         assert refused.returncode != 0 and "has pending-upgrade revision %d since" % (int(revision) + 1) in out \
             and "may still be running" in out and "Nothing was changed." in out, describe(refused)
-        assert lab.kubectl(*pending).stdout.strip() == left
+        assert pending_record() == left
         time.sleep(max(0.0, 66 - (time.monotonic() - started)))
         cleared = lab.playbook(*install, extra_vars=short)
         out = " ".join(cleared.stdout.split())
         assert cleared.returncode == 0 and "kai-scheduler revision %d, pending-upgrade since" % (int(revision) + 1) \
             in out, describe(cleared)
-        assert lab.kubectl(*pending).stdout.strip() == ""
+        assert pending_record() == ""
         status, now = releases(lab)["kai-scheduler"]
         assert (status, str(now)) == ("deployed", str(int(revision) + 1))
         images = lab.kubectl("-n", "kai-scheduler", "get", "deployments", "-o",
