@@ -54,11 +54,16 @@ def test_values_helm_would_misread_are_refused_before_the_cluster(tmp_path, unre
     assert "Read the Kubernetes Nodes" not in out, "refused before the cluster is read"
 
 
-def test_nested_values_and_label_keys_below_the_top_pass_to_the_cluster_read(tmp_path, unreachable_kubeconfig):
-    values = {"toolkit": {"enabled": False},
-              "daemonsets": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true"}},
-              "driver": {"enabled": True, "upgradePolicy": {"autoUpgrade": False}}}
-    done = run(tmp_path, unreachable_kubeconfig, "-e", json.dumps({"gpu_operator_values": values}))
+@pytest.mark.parametrize("values", [
+    pytest.param(None, id="default"),
+    pytest.param({"toolkit": {"enabled": False}}, id="no-driver-key"),
+    pytest.param({"toolkit": {"enabled": False},
+                  "daemonsets": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true"}},
+                  "driver": {"enabled": True, "upgradePolicy": {"autoUpgrade": False}}}, id="nested-with-driver"),
+])
+def test_nested_values_and_label_keys_below_the_top_pass_to_the_cluster_read(tmp_path, unreachable_kubeconfig, values):
+    given = [] if values is None else ["-e", json.dumps({"gpu_operator_values": values})]
+    done = run(tmp_path, unreachable_kubeconfig, *given)
     out = " ".join(done.stdout.split())
     assert done.returncode != 0 and "Read the Kubernetes Nodes" in out, done.stdout[-3000:]
     assert "not a mapping" not in out and "which the role sets" not in out, done.stdout[-3000:]
