@@ -118,7 +118,8 @@ def registry_by_name(image_registry):
     try:
         address = socket.gethostbyname(name)
     except OSError as exc:
-        pytest.skip(f"this machine's host name {name} does not resolve ({exc})")
+        pytest.fail(f"this machine's host name {name} does not resolve ({exc}): the multi-platform tests need "
+                    f"it to (add it to /etc/hosts with a local address)")
     if address == host:
         yield dataclasses.replace(image_registry, address=f"{name}:{port}")
         return
@@ -126,7 +127,8 @@ def registry_by_name(image_registry):
     try:
         listener.bind((address, 0))
     except OSError as exc:
-        pytest.skip(f"this machine's host name {name} resolves to {address}, which is not local ({exc})")
+        pytest.fail(f"this machine's host name {name} resolves to {address}, which is not local ({exc}): the "
+                    f"multi-platform tests need a local address for it (/etc/hosts)")
     listener.listen(16)
     threading.Thread(target=_forward, args=(listener, (host, int(port))), daemon=True).start()
     yield dataclasses.replace(image_registry, address=f"{name}:{listener.getsockname()[1]}")
