@@ -16,8 +16,10 @@ Tests marked `lab_teardown` run last (they take the lab down themselves).
 """
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -102,17 +104,39 @@ class Lab:
         return subprocess.run([sys.executable, str(LABCTL), *args], env=self.env, text=True,
                               capture_output=True, check=check)
 
-    def playbook(self, playbook, *args, extra_vars=None, check=False, inventory=None, env=None):
-        """ansible-playbook against the lab inventory (or `inventory`, a list of -i sources),
-        with `env` over the lab's environment; returns the CompletedProcess."""
+    def _playbook_argv(self, playbook, args, extra_vars, inventory):
         argv = ["ansible-playbook", str(playbook)]
         for inv in inventory or self.inventory:
             argv += ["-i", inv]
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
-        argv += list(args)
-        return subprocess.run(argv, env=dict(self.env, **(env or {})), text=True, capture_output=True, check=check,
+        return argv + list(args)
+
+    def playbook(self, playbook, *args, extra_vars=None, check=False, inventory=None, env=None):
+        """ansible-playbook against the lab inventory (or `inventory`, a list of -i sources),
+        with `env` over the lab's environment; returns the CompletedProcess."""
+        return subprocess.run(self._playbook_argv(playbook, args, extra_vars, inventory),
+                              env=dict(self.env, **(env or {})), text=True, capture_output=True, check=check,
                               cwd=REPO)
+
+    def start_playbook(self, playbook, *args, extra_vars=None, inventory=None):
+        """The same, started: a Popen in a session of its own, output (stdout and stderr) on .stdout."""
+        return subprocess.Popen(self._playbook_argv(playbook, args, extra_vars, inventory), env=self.env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+
+    def kill_api_server(self):
+        """SIGKILL the lab's kube-apiserver (a lost API server); restore_api_server() brings it back."""
+        pid = int((self.state_dir / "run" / "kube-apiserver.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def restore_api_server(self):
+        """`labctl up` keeping what runs (its GPU nodes, fleet, node tier): starts what is down."""
+        proc = self.labctl("up", "--gpu-nodes", str(len(self.gpu_nodes)))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        self.kubectl("get", "--raw", "/readyz")
 
     def load_image(self, ref):
         """Import a podman image into the node tier's containerd (for pods)."""

@@ -1,5 +1,7 @@
-"""Helpers for the lab tests: recap parsing."""
+"""Helpers for the lab tests: recap parsing, failures, signals to a whole play."""
+import os
 import re
+from pathlib import Path
 
 
 def recap(output, host="localhost"):
@@ -26,3 +28,25 @@ def describe(proc):
     failed = failures(proc.stdout)
     return (f"rc={proc.returncode}\n" + (f"failed tasks:\n{failed}\n" if failed else "")
             + f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-2000:]}")
+
+
+def signal_tree(pid, sig):
+    """Signal a process and all its descendants: ansible's workers call setsid(), so
+    a signal to ansible-playbook's process group never reaches the module."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    for member in reversed(tree):   # the module first, ansible-playbook last
+        try:
+            os.kill(member, sig)
+        except ProcessLookupError:
+            pass

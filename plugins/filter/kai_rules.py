@@ -53,6 +53,19 @@ def _boolean(name, value):
         raise AnsibleFilterError("queue_plan: %s=%r must be a boolean (true or false)" % (name, value))
 
 
+def queues_interrupted(failed, names, action="apply"):
+    """What a failed apply or prune loop of the queues role left, as one message.
+    failed: ansible_failed_result (a loop's, with its results) or its results."""
+    if action not in ("apply", "prune"):
+        raise AnsibleFilterError("queues_interrupted: action must be apply or prune, got %r" % (action,))
+    failed = _plain(failed or [])
+    reason = None
+    if isinstance(failed, dict):
+        reason = None if "results" in failed else failed.get("msg")
+        failed = failed.get("results") or []
+    return queue_tree.interrupted(failed, [str(n) for n in _plain(names or [])], action, reason=reason)
+
+
 def gpu_capacity(nodes, pods=None, selector=None):
     """Whole GPUs of the Ready, schedulable nodes matching `selector`, and how many pods take."""
     return _gpu_capacity.capacity(_plain(nodes), _plain(pods or []), _plain(selector or {}))
@@ -60,4 +73,5 @@ def gpu_capacity(nodes, pods=None, selector=None):
 
 class FilterModule(object):
     def filters(self):
-        return {"workload_lint": workload_lint, "queue_plan": queue_plan, "gpu_capacity": gpu_capacity}
+        return {"workload_lint": workload_lint, "queue_plan": queue_plan, "queues_interrupted": queues_interrupted,
+                "gpu_capacity": gpu_capacity}

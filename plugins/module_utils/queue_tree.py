@@ -516,3 +516,35 @@ def plan(items, live=(), prune=False, workload_queues=(), pods=(), cluster_unrea
         "tree_text": ["%s (in %s)" % (q.name, q.parent) if q.parent else q.name
                       for q in sorted(result_tree, key=lambda q: q.name)],
     }
+
+
+def _one_line(text, limit=400):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def interrupted(results, names, action, reason=None):
+    """The message for an apply (parents first) or prune (children first) loop that
+    failed part way. results: the loop's per-item results, in the order of names.
+    Each queue is one object written whole, so what is left is the queues before
+    the first failure: a consistent tree the next run completes. reason: why,
+    when the failure was not one of the loop's items."""
+    action = "applied" if action == "apply" else "pruned"
+    results = list(results or [])
+    done = [n for n, r in zip(names, results) if isinstance(r, dict) and not r.get("failed")]
+    failed = [(n, r) for n, r in zip(names, results) if not isinstance(r, dict) or r.get("failed")]
+    left = [n for n in names if n not in done]
+    if failed:
+        first, result = failed[0]
+        why = "queue %s: %s" % (first, _one_line(result.get("msg") if isinstance(result, dict) else result))
+    else:
+        why = "the run stopped before every queue was %s%s" % (action, ": " + _one_line(reason) if reason else "")
+    order = "parents first" if action == "applied" else "children first"
+    lost = ""
+    if failed and len(failed) == len(left) and len(left) > 1:
+        lost = " Every queue after %s failed too: the API server probably stopped answering (check it with " \
+               "`kubectl get --raw /readyz`)." % first
+    return ("The queues were not all %s. %s.%s %s (%s, so the cluster's tree stays consistent): %s. Not %s: %s. "
+            "Fix the cause and run the role again: it %s only what is still missing." % (
+                action, why, lost, action.capitalize(), order, ", ".join(done) or "none", action,
+                ", ".join(left) or "none", "applies" if action == "applied" else "prunes"))

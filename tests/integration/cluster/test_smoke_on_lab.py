@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from cluster_helpers import knob, lab_vars
-from lab_helpers import describe
+from lab_helpers import describe, signal_tree
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 
@@ -229,28 +228,6 @@ def start_module(lab):
         argv += ["-i", inv]
     return subprocess.Popen(argv, env=lab.env, cwd=str(lab.root), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def signal_tree(pid, sig):
-    """Signal a process and all its descendants: ansible's workers call setsid(), so
-    a signal to ansible-playbook's process group never reaches the module."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    todo, tree = [pid], []
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, []))
-    for member in reversed(tree):   # the module first, ansible-playbook last
-        try:
-            os.kill(member, sig)
-        except ProcessLookupError:
-            pass
 
 
 def wait_for_pods(lab, timeout=120):

@@ -1,16 +1,18 @@
 """The queues role against the lab's real API server with the Queue CRD:
 a bad tree refused before any change, check mode, converge, changed=0 re-run,
 an update seen in --diff, prune (only what the role manages, never a queue a
-live pod still uses)."""
+live pod still uses), a run killed or losing its API server part way."""
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
-from lab_helpers import describe, recap  # noqa: E402
+from lab_helpers import describe, recap, signal_tree  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 HERE = Path(__file__).resolve().parent
@@ -254,3 +256,63 @@ def test_workload_lint_judges_against_the_sharing_mode_the_cluster_runs(cluster)
             cluster.kubectl("apply", "-f", "-", input_text=json.dumps(saved))
         if not had_crd:
             cluster.kubectl("delete", "crd", "configs.kai.scheduler", "--ignore-not-found")
+
+
+# A tree of its own, long enough that a run can be stopped part way: one parent, then its children.
+INTERRUPTED = [{"name": "qt-int-root", "resources": {"gpu": {"quota": 12}}}] + [
+    {"name": "qt-int-%02d" % i, "parent": "qt-int-root", "resources": {"gpu": {"quota": 1}}} for i in range(12)]
+
+
+def wait_for_queues(lab, proc, prefix, count, timeout=120):
+    """Wait until `count` queues named `prefix`* exist (the play is part way); fails if the play ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len([n for n in queues(lab) if n.startswith(prefix)]) >= count:
+            return
+        assert proc.poll() is None, "the play ended before it was stopped:\n" + proc.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError("no %d queues %s* within %d s" % (count, prefix, timeout))
+
+
+@pytest.mark.parametrize("fault", ["killed-play", "api-server-lost"])
+def test_a_run_stopped_part_way_leaves_a_consistent_tree_the_next_run_completes(cluster, fault):
+    names = [q["name"] for q in INTERRUPTED]
+    try:
+        run = cluster.start_playbook(PLAY, extra_vars={"smshare_queues": INTERRUPTED, "smshare_queues_prune": False,
+                                                       "smshare_workload_queues": []})
+        wait_for_queues(cluster, run, "qt-int-", 2)
+        if fault == "killed-play":   # the play and its workers at once, as a lost controller leaves them
+            signal_tree(run.pid, signal.SIGKILL)
+            out = run.communicate(timeout=60)[0]
+        else:
+            cluster.kill_api_server()
+            try:
+                out = run.communicate(timeout=600)[0]
+            finally:
+                cluster.restore_api_server()
+            assert run.returncode != 0, out
+            said = flat(out)
+            assert "The queues were not all applied." in said and "kubectl get --raw /readyz" in said, out
+            applied = said.split("Applied (parents first, so the cluster's tree stays consistent): ", 1)[1]
+            applied, not_applied = applied.split(". Not applied: ", 1)
+            applied, not_applied = applied.split(", "), not_applied.split(". ", 1)[0].split(", ")
+            # What the message says is what the cluster holds.
+            assert applied[0] == "qt-int-root" and sorted(applied + not_applied) == sorted(names), said
+        left = {n: q for n, q in queues(cluster).items() if n.startswith("qt-int-")}
+        if fault == "api-server-lost":
+            assert sorted(left) == sorted(applied), (left, said)
+        # Parents first: whatever was left has its parent, and every queue was written whole.
+        assert "qt-int-root" in left and 2 <= len(left) < len(names), out
+        for queue in left.values():
+            assert queue["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "smshare.kai"}
+            assert queue["spec"]["resources"]["gpu"]["quota"] in (1, 12)
+        again = converge(cluster, INTERRUPTED)
+        assert again.returncode == 0, describe(again)
+        assert recap(again.stdout)["changed"] >= 1, describe(again)
+        assert sorted(n for n in queues(cluster) if n.startswith("qt-int-")) == sorted(names)
+        settled = converge(cluster, INTERRUPTED)
+        assert settled.returncode == 0 and recap(settled.stdout)["changed"] == 0, describe(settled)
+    finally:
+        cluster.kubectl("delete", "queues.scheduling.run.ai", *[n for n in names if n != "qt-int-root"],
+                        "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "queues.scheduling.run.ai", "qt-int-root", "--ignore-not-found", check=False)

@@ -11,7 +11,7 @@ POD = {"kind": "Pod", "metadata": {"name": "p", "annotations": {"gpu-fraction": 
 
 
 def test_filters_are_registered():
-    assert set(kai_rules.FilterModule().filters()) == {"workload_lint", "queue_plan", "gpu_capacity"}
+    assert set(kai_rules.FilterModule().filters()) == {"workload_lint", "queue_plan", "queues_interrupted", "gpu_capacity"}
 
 
 def test_workload_lint_takes_one_object_or_a_list():
@@ -60,3 +60,21 @@ def test_queue_plan_refuses_a_prune_that_is_not_a_boolean(prune):
 def test_queue_plan_refuses_a_live_list_that_is_a_mapping():
     with pytest.raises(AnsibleFilterError, match="live must be the list of Queue objects"):
         kai_rules.queue_plan([{"name": "a"}], live={"resources": [MANAGED]})
+
+
+@pytest.mark.parametrize("failed, words", [
+    pytest.param({"failed": True, "msg": "One or more items failed", "results": [{"changed": True}, {"failed": True, "msg": "gone"}]},
+                 ["queue b: gone.", "Applied (parents first", ": a."], id="a-loop-result"),
+    pytest.param({"failed": True, "msg": "template error"}, ["every queue was applied: template error.", "Not applied: a, b."],
+                 id="not-a-loop-item"),
+    pytest.param([{"changed": True}, {"failed": True, "msg": "gone"}], ["queue b: gone."], id="the-results-alone"),
+])
+def test_queues_interrupted_reads_a_failed_loop_or_task(failed, words):
+    message = kai_rules.queues_interrupted(failed, ["a", "b"])
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_queues_interrupted_refuses_an_unknown_action():
+    with pytest.raises(AnsibleFilterError, match="action must be apply or prune"):
+        kai_rules.queues_interrupted([], ["a"], "remove")

@@ -323,3 +323,34 @@ def test_before_the_cluster_is_read_an_undeclared_parent_is_not_a_problem_but_th
     assert errors([q("ml-team", "research")]) != []
     found = errors([q("a", "b"), q("b", "a"), q("c", gpu={"quota": 4, "limit": 2})], cluster_unread=True)
     assert len(found) == 2 and any("cycle" in e for e in found) and any("limit" in e for e in found), found
+
+
+REFUSED = "Failed to get client due to HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded " \
+          "with url: /version (Caused by NewConnectionError('Connection refused'))"
+
+
+@pytest.mark.parametrize("results, action, words, absent", [
+    pytest.param([{"changed": True}, {"failed": True, "msg": REFUSED}, {"failed": True, "msg": REFUSED}], "apply",
+                 ["queue b: Failed to get client", "Every queue after b failed too", "kubectl get --raw /readyz",
+                  "Applied (parents first, so the cluster's tree stays consistent): a.", "Not applied: b, c.",
+                  "it applies only what is still missing"], [], id="api-server-lost-after-the-first"),
+    pytest.param([{"changed": False}, {"changed": True}, {"failed": True, "msg": "admission webhook denied\nthe queue"}],
+                 "apply", ["queue c: admission webhook denied the queue.", "Applied (parents first", ": a, b.",
+                           "Not applied: c."], ["Every queue after"], id="one-refused-the-rest-written"),
+    pytest.param([{"failed": True, "msg": "x" * 1000}], "apply", ["queue a: " + "x" * 397 + "...",
+                                                                  "(parents first, so the cluster's tree stays "
+                                                                  "consistent): none."], ["x" * 398],
+                 id="a-long-message-is-cut"),
+    pytest.param([{"changed": True}, {"failed": True, "msg": "conflict"}, {"changed": True}], "prune",
+                 ["The queues were not all pruned. queue b: conflict.", "Pruned (children first", ": a, c.",
+                  "Not pruned: b.", "it prunes only"], ["Every queue after"], id="prune-children-first"),
+    pytest.param([{"changed": True}], "apply", ["the run stopped before every queue was applied", "Not applied: b, c."],
+                 [], id="fewer-results-than-queues"),
+])
+def test_an_interrupted_apply_names_what_was_written_and_what_was_not(results, action, words, absent):
+    message = qt.interrupted(results, ["a", "b", "c"][:max(len(results), 3)], action)
+    for word in words:
+        assert word in message, (word, message)
+    for word in absent:
+        assert word not in message, (word, message)
+    assert "\n" not in message
