@@ -176,6 +176,27 @@ def _platform_of(desc):
     return normalize_platform('/'.join(p for p in (os_name, arch, variant) if p))
 
 
+def _registry_said(body):
+    """The registry's own error codes and messages (the distribution API's {"errors": [...]}), one line."""
+    try:
+        errors = json.loads(body.decode('utf-8')).get('errors')
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return ''
+    said = ['%s: %s' % (e.get('code'), e.get('message')) for e in errors[:2] if isinstance(e, dict)] \
+        if isinstance(errors, list) else []
+    text = re.sub(r'[\x00-\x1f\x7f]+', ' ', '; '.join(said))
+    return text[:200]
+
+
+def _status_message(status, body, what):
+    said = _registry_said(body or b'')
+    message = 'registry answered HTTP %s for %s%s' % (status, what, ' (%s)' % said if said else '')
+    if 500 <= status <= 599:
+        message += (': a fault in the registry itself, not a missing image or a credential problem. Look at '
+                    'the registry\'s log for this request, and run again once it answers')
+    return message
+
+
 def _parse_challenge(header):
     if not header:
         return None, {}
@@ -353,8 +374,8 @@ class RegistryClient:
         if status == 404:
             return self._with_missing(result, platforms)
         if status != 200:
-            raise RegistryError('registry answered HTTP %s for %s' % (status, ref), 'http',
-                                image=ref, status=status, url=show_url(url))
+            raise RegistryError(_status_message(status, body, ref), 'http', image=ref, status=status,
+                                url=show_url(url))
         try:
             manifest = json.loads(body.decode('utf-8'))
         except (ValueError, UnicodeDecodeError):
@@ -383,8 +404,8 @@ class RegistryClient:
         status, _hdrs, body, url = self.request(
             'GET', registry, '/v2/%s/blobs/%s' % (repository, digest), ref, scope)
         if status != 200:
-            raise RegistryError('registry answered HTTP %s for the config blob of %s' % (status, ref),
-                                'http', image=ref, status=status, url=show_url(url))
+            raise RegistryError(_status_message(status, body, 'the config blob of ' + ref), 'http', image=ref,
+                                status=status, url=show_url(url))
         try:
             plat = _platform_of(json.loads(body.decode('utf-8')))
         except (ValueError, UnicodeDecodeError):

@@ -2,10 +2,13 @@
 """registry_image_info against the real registry (Debian's docker-registry, TLS
 with the test CA, htpasswd), with images pushed by buildah in all four media
 types: OCI index, Docker manifest list, OCI manifest, Docker manifest."""
+import base64
+import contextlib
 import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +135,111 @@ def test_untrusted_certificate_is_a_tls_failure(tmp_path, image_registry, pushed
     assert proc.returncode != 0
     assert "TLS verification failed" in proc.stdout and "give ca_file" in proc.stdout
     assert image_registry.password not in proc.stdout
+
+
+def repository_dir(registry, ref):
+    """A repository's folder in the registry's filesystem storage: lab/registry.sh keeps it under
+    <state>/server/data, and the state folder is the registry's cert_dir."""
+    repo = ref.split("/", 1)[1].rsplit(":", 1)[0]
+    return Path(registry.cert_dir) / "server" / "data" / "docker" / "registry" / "v2" / "repositories" / repo
+
+
+def registry_log(registry):
+    return Path(registry.cert_dir) / "server" / "registry.log"
+
+
+@contextlib.contextmanager
+def unreadable(link):
+    """Swap one of the registry's link files for a folder: its read fails ('is a directory') and
+    docker-registry answers HTTP 500 for whatever needs it. Put back on the way out."""
+    saved = link.with_name(link.name + ".saved")
+    link.rename(saved)
+    try:
+        link.mkdir()
+        yield
+    finally:
+        if link.is_dir():
+            link.rmdir()
+        saved.rename(link)
+
+
+def assert_failed_with_500(proc, registry, broken, message, uri, log_from):
+    assert proc.returncode != 0, proc.stdout
+    assert message in proc.stdout and "failure: http" in proc.stdout and "status: 500" in proc.stdout, proc.stdout
+    assert f"image: {broken}" in proc.stdout and f"url: https://{registry.address}{uri}" in proc.stdout
+    # the registry's own words, and what to do (the YAML callback may fold the message)
+    said = " ".join(proc.stdout.split())
+    assert "(UNKNOWN: unknown error): a fault in the registry itself, not a missing image or a credential " \
+           "problem. Look at the registry's log for this request, and run again once it answers" in said, said[-3000:]
+    # a server error is a failure, never an image reported missing
+    assert "not in the registry" not in proc.stdout
+    basic = base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode()
+    assert registry.password not in proc.stdout and basic not in proc.stdout
+    # the 500 is the registry's own, from its storage
+    with registry_log(registry).open() as log:
+        log.seek(log_from)
+        # logrus quotes a value with a ':' in it (a digest)
+        lines = [line for line in log if "http.response.status=500" in line
+                 and (f"http.request.uri={uri} " in line or f'http.request.uri="{uri}"' in line)]
+    assert lines and "is a directory" in lines[0], lines
+
+
+def test_a_registry_that_fails_reading_a_manifest_fails_the_play_naming_the_status_and_image(
+        tmp_path, image_registry, pushed):
+    healthy, broken = pushed["oci-index"], pushed["oci-single"]
+    repo = repository_dir(image_registry, broken)
+    digest = (repo / "_manifests" / "tags" / "t1" / "current" / "link").read_text().strip()
+    log_from = registry_log(image_registry).stat().st_size
+    # the manifest's revision link: the tag resolves, its manifest cannot be read
+    with unreadable(repo / "_manifests" / "revisions" / digest.replace(":", "/") / "link"):
+        proc, result = run(tmp_path, "-vvv", images=[healthy, broken], platforms=["linux/arm64"],
+                           **creds(image_registry))
+    # the healthy image read first does not turn the failure into a result
+    assert result is None
+    assert_failed_with_500(proc, image_registry, broken, f"registry answered HTTP 500 for {broken}",
+                           "/v2/mod/oci-single/manifests/t1", log_from)
+    # once the registry answers again, so does the module (and `pushed` is whole for later tests)
+    proc, result = run(tmp_path, images=[healthy, broken], **creds(image_registry))
+    assert proc.returncode == 0, proc.stdout
+    assert [i["exists"] for i in result["images"]] == [True, True]
+
+
+def test_a_registry_that_fails_reading_a_config_blob_fails_the_play_naming_the_status_and_image(
+        tmp_path, image_registry, pushed):
+    healthy, broken = pushed["docker-list"], pushed["docker-single"]
+    repo = repository_dir(image_registry, broken)
+    raw = subprocess.run(["skopeo", "inspect", "--raw", "--cert-dir", image_registry.cert_dir, "--creds",
+                          f"{image_registry.username}:{image_registry.password}", "docker://" + broken],
+                         check=True, capture_output=True, env=base_env()).stdout
+    config = json.loads(raw)["config"]["digest"]
+    log_from = registry_log(image_registry).stat().st_size
+    # the manifest reads, the config blob it names (for the platform) does not
+    with unreadable(repo / "_layers" / config.replace(":", "/") / "link"):
+        proc, result = run(tmp_path, "-vvv", images=[healthy, broken], **creds(image_registry))
+    assert result is None
+    assert_failed_with_500(proc, image_registry, broken, f"registry answered HTTP 500 for the config blob of {broken}",
+                           f"/v2/mod/docker-single/blobs/{config}", log_from)
+    proc, result = run(tmp_path, images=[broken], **creds(image_registry))
+    assert proc.returncode == 0, proc.stdout
+    assert result["images"][0]["platforms"] == ["linux/arm64"]
+
+
+def test_a_tag_deleted_from_a_repository_that_still_exists_is_reported_missing_not_failed(
+        tmp_path, image_registry, pushed):
+    deleted = image_registry.address + "/mod/deleted:t1"
+    auth = f"{image_registry.username}:{image_registry.password}"
+
+    def sh(*argv):
+        return subprocess.run(["skopeo", *argv], check=True, capture_output=True, text=True, env=base_env()).stdout
+
+    sh("copy", "--src-cert-dir", image_registry.cert_dir, "--dest-cert-dir", image_registry.cert_dir,
+       "--src-creds", auth, "--dest-creds", auth, "docker://" + pushed["oci-single"], "docker://" + deleted)
+    # the registry deletes by digest only (lab/registry.sh enables deletes): skopeo resolves the tag
+    sh("delete", "--cert-dir", image_registry.cert_dir, "--creds", auth, "docker://" + deleted)
+    # the repository is still there, without the tag (a never-pushed one answers NAME_UNKNOWN)
+    assert json.loads(sh("list-tags", "--cert-dir", image_registry.cert_dir, "--creds", auth,
+                         "docker://" + deleted.rsplit(":", 1)[0]))["Tags"] == []
+    proc, result = run(tmp_path, images=[deleted, pushed["oci-index"]], **creds(image_registry))
+    assert proc.returncode == 0, proc.stdout
+    assert [i["exists"] for i in result["images"]] == [False, True]
+    assert result["missing"] == [deleted + " (not in the registry)"] and result["all_present"] is False

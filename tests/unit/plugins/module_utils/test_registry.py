@@ -260,6 +260,28 @@ def test_server_error_names_status_and_image():
     assert err.value.status == 500 and "HTTP 500" in err.value.msg and "kai/binder:t1" in err.value.msg
 
 
+@pytest.mark.parametrize("status, body, words, absent", [
+    pytest.param(500, b'{"errors":[{"code":"UNKNOWN","message":"unknown error","detail":{"x":1}}]}',
+                 ["registry answered HTTP 500 for " + HOST + "/kai/binder:t1 (UNKNOWN: unknown error): a fault in the "
+                  "registry itself", "Look at the registry's log for this request, and run again once it answers"],
+                 ["detail"], id="500-with-the-registrys-error"),
+    pytest.param(503, b"<html>Service Unavailable</html>", ["HTTP 503 for " + HOST + "/kai/binder:t1: a fault"], ["html"],
+                 id="503-not-json"),
+    pytest.param(400, b'{"errors":[{"code":"NAME_INVALID","message":"invalid\\nrepository name"}]}',
+                 ["HTTP 400 for " + HOST + "/kai/binder:t1 (NAME_INVALID: invalid repository name)"], ["a fault", "\n"],
+                 id="400-the-registrys-words-on-one-line"),
+])
+def test_an_error_status_names_what_the_registry_said_and_a_5xx_says_what_to_do(status, body, words, absent):
+    def opener(url, **kwargs):
+        raise HTTPError(url, status, "x", {}, io.BytesIO(body))
+    with pytest.raises(reg.RegistryError) as err:
+        reg.RegistryClient(opener=opener).image_info(HOST + "/kai/binder:t1")
+    for word in words:
+        assert word in err.value.msg, (word, err.value.msg)
+    for word in absent:
+        assert word not in err.value.msg, (word, err.value.msg)
+
+
 # ---------------------------------------------------------------- credentials go only where they belong
 class Redirecting(FakeRegistry):
     """The registry answers config blobs with a redirect (as registries backed
