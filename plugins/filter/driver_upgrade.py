@@ -55,6 +55,11 @@ def driver_upgrade_check(value, check, *args):
         raise AnsibleFilterError("driver_upgrade_check %s: %s" % (check, exc))
 
 
+def driver_upgrade_failure_reason(task, result, reboot_timeout=None):
+    """Why a node failed, from the failed task's name and result (one line, at most 600 characters)."""
+    return rules.failure_reason(task, result, reboot_timeout)
+
+
 def driver_upgrade_failed_labels(node):
     """The labels a failed node keeps (the GPU Operator's only where the agents had left)."""
     if not isinstance(node, dict):
@@ -135,6 +140,7 @@ class FilterModule(object):
         return {"driver_upgrade_plan": driver_upgrade_plan, "driver_upgrade_node": driver_upgrade_node,
                 "driver_upgrade_room": driver_upgrade_room, "driver_upgrade_check": driver_upgrade_check,
                 "driver_upgrade_failed_labels": driver_upgrade_failed_labels,
+                "driver_upgrade_failure_reason": driver_upgrade_failure_reason,
                 "driver_upgrade_report": driver_upgrade_report, "driver_upgrade_table": driver_upgrade_table,
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,

@@ -456,6 +456,27 @@ def _count(value, what):
 
 
 # -------------------------------------------------------------------- a failed node's labels
+def failure_reason(task, result, reboot_timeout=None):
+    """Why a node failed, for its annotation, Event and report: the failed task's name and,
+    where it printed them, its last error lines (apt and dpkg name the package), else its
+    message. A reboot the node never came back from says what to do."""
+    result = result if isinstance(result, dict) else {}
+    name = str(task or "a step")
+    lines = [str(line) for key in ("stderr_lines", "stdout_lines") for line in result.get(key) or []]
+    errors = []
+    for line in lines:
+        if re.search(r"(?i)error", line) and not line.startswith("E: Sub-process") and line not in errors:
+            errors.append(line)
+    detail = " ".join(errors[-3:]) if errors else str(result.get("msg") or "failed")
+    if result.get("rebooted") and str(result.get("msg") or "").startswith("Timed out"):
+        within = " within nvidia_driver_reboot_timeout (%s s)" % reboot_timeout if reboot_timeout else ""
+        detail = ("the node went down for its reboot and did not come back%s (%s). Its new driver is installed: "
+                  "bring the machine back (console, BMC or cloud API), then run the rollout again: it resumes this "
+                  "node, checks the loaded driver and uncordons it" % (within, detail))
+    reason = " ".join(("%s: %s" % (name, detail)).split())
+    return reason if len(reason) <= 600 else reason[:597] + "..."
+
+
 def failed_labels(node):
     """The labels a failed node gets: the rollout's upgrade-failed, and the GPU Operator's too
     where its agents had left (its label already in a state that sends them off): before

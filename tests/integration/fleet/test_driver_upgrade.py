@@ -12,7 +12,8 @@ then resumed with a disruption budget that allows nothing on the last node
 (left as it was, the budget named; then relaxed) and pods the drain cannot
 evict there (KAI's reservation pod and a bare fraction: stopped, the pod
 named; then a bare fraction that finishes, waited for), then once more
-(nothing to do). A watcher thread
+(nothing to do); last, one node reboots into a machine that never comes
+back (failed, named, cordoned; resumed once it is back). A watcher thread
 records every Node change throughout; the assertions read it and the Nodes'
 Events, not the logs.
 """
@@ -694,3 +695,45 @@ def test_a_node_that_goes_notready_during_the_rollout_takes_a_slot(fleet):
     assert [name for name, _others in cordons] == [first, second], cordons
     assert all(others == [] for _name, others in cordons), cordons
     lab.kubectl("label", "node", sick, "nvidia.com/gpu-driver-upgrade.skip-")
+
+
+def test_a_node_that_never_comes_back_from_its_reboot_fails_and_the_next_run_finishes_it(fleet):
+    """The node moved to the other branch reboots into a machine that does not start (its
+    init is gone, as a machine that hangs in its firmware or fails its boot). The reboot
+    times out: the node is upgrade-failed, cordoned, its annotation says what happened and
+    what to do, the lock is given back. Once the machine is back (by hand: the only manual
+    step), the next run resumes it, finds the new driver loaded and uncordons it, without
+    rebooting it again."""
+    lab, watcher, victim = fleet["lab"], fleet["watcher"], fleet["current"]
+    branch = 580 if watcher.current[victim]["driver"].startswith("615.") else 615
+    extra = {"driver_upgrade_branch": branch, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1,
+             "nvidia_driver_reboot_timeout": 30,
+             "nvidia_driver_reboot_command": "/bin/sh -c 'mv /sbin/init /sbin/init.gone && systemctl reboot'"}
+    start = time.time()
+    try:
+        proc = fleet["playbook"](extra=extra, limit=[victim])
+        state = subprocess.run(["podman", "inspect", "-f", "{{.State.Running}}", victim], text=True,
+                               capture_output=True, check=False).stdout.strip()
+        assert state == "false", f"{victim} is back ({state}): the test's broken boot did not hold\n{describe(proc)}"
+        assert proc.returncode != 0, describe(proc)
+        note = failure_note(lab, victim)
+        assert note.startswith("Reboot to load the new NVIDIA driver: the node went down for its reboot and did not "
+                               "come back within nvidia_driver_reboot_timeout (30 s)"), note
+        assert "Its new driver is installed: bring the machine back" in note and "run the rollout again" in note, note
+        assert watcher.current[victim]["state"] == "upgrade-failed" and watcher.current[victim]["unschedulable"]
+        assert report_of(fleet)[victim]["state"] == "upgrade-failed"
+        assert lock_holder(lab) is None, "the lock is given back"
+    finally:   # the machine brought back, as its operator would
+        mount = subprocess.run(["podman", "mount", victim], text=True, capture_output=True, check=True).stdout.strip()
+        subprocess.run(["sh", "-c", f"test -e {mount}/sbin/init || mv {mount}/sbin/init.gone {mount}/sbin/init"],
+                       check=True)
+        subprocess.run(["podman", "umount", victim], capture_output=True, check=False)
+        subprocess.run(["podman", "start", victim], capture_output=True, check=False)
+    wait_until(lambda: watcher.current[victim]["ready"], 120, f"{victim} to be Ready again")
+    back = watcher.current[victim]["boot"]
+    again = fleet["playbook"](extra=extra, limit=[victim])
+    assert again.returncode == 0, describe(again)
+    assert watcher.current[victim]["state"] == "upgrade-done" and not watcher.current[victim]["unschedulable"]
+    assert watcher.current[victim]["driver"].startswith(f"{branch}."), watcher.current[victim]
+    assert watcher.current[victim]["boot"] == back, "the driver was loaded: no second reboot"
+    assert "pod-restart-required" in watcher.states_of(victim, start)

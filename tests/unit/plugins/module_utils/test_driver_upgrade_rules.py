@@ -208,3 +208,35 @@ def test_an_agent_read_that_failed_proves_nothing():
     for found in (rules.agents_left(None, 300), rules.agents_back(None, 2)):
         assert (found["ok"], found["done"]) == (False, False)
         assert found["message"] == rules.UNREAD_AGENTS
+
+
+DPKG = ["Setting up nvidia-dkms-615-open (615.71.09-0ubuntu1) ...", "Error! Bad return status for module build",
+        "dpkg: error processing package nvidia-dkms-615-open (--configure):", "E: Sub-process /usr/bin/dpkg returned an "
+        "error code (1)"]
+
+
+@pytest.mark.parametrize("task, result, timeout, words, absent", [
+    pytest.param("Install the driver", {"failed": True, "msg": "non-zero return code", "stdout_lines": DPKG}, None,
+                 ["Install the driver: Error! Bad return status", "dpkg: error processing package nvidia-dkms-615-open"],
+                 ["Sub-process", "non-zero return code"], id="apt-error-lines"),
+    pytest.param("Check the node is Ready", {"failed": True, "msg": "Node x is NotReady\n  for 300 s."}, None,
+                 ["Check the node is Ready: Node x is NotReady for 300 s."], [], id="a-message"),
+    pytest.param(None, {}, None, ["a step: failed"], [], id="nothing-known"),
+    pytest.param("Reboot to load the new NVIDIA driver", {
+        "failed": True, "rebooted": True, "elapsed": 61,
+        "msg": "Timed out waiting for last boot time check (timeout=60)"}, 60,
+        ["Reboot to load the new NVIDIA driver: the node went down for its reboot and did not come back within "
+         "nvidia_driver_reboot_timeout (60 s) (Timed out waiting for last boot time check (timeout=60)).",
+         "Its new driver is installed", "then run the rollout again: it resumes this node"], [], id="never-back"),
+    pytest.param("Reboot to load the new NVIDIA driver", {
+        "failed": True, "rebooted": False, "msg": "Reboot command failed. Error was: 'x, y'"}, 60,
+        ["Reboot command failed"], ["did not come back"], id="reboot-command-failed"),
+    pytest.param("Install", {"failed": True, "msg": "x " * 400}, None, ["Install: x x"], [], id="cut-at-600"),
+])
+def test_failure_reason(task, result, timeout, words, absent):
+    reason = rules.failure_reason(task, result, timeout)
+    for word in words:
+        assert word in reason, (word, reason)
+    for word in absent:
+        assert word not in reason, (word, reason)
+    assert len(reason) <= 600 and "\n" not in reason
