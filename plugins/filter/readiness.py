@@ -14,6 +14,16 @@ from ansible_collections.smshare.kai.plugins.module_utils import readiness as _r
 from ansible_collections.smshare.kai.plugins.module_utils.plain import plain as _plain
 
 
+def _after_read(func):
+    """A predicate whose first argument may be a k8s_info result: when that read failed, its
+    message says so instead of reporting the objects missing."""
+    def predicate(value, *args, **kwargs):
+        result = func(value, *args, **kwargs)
+        return _readiness.after_failed_read(result, _readiness.read_failure(_plain(value)))
+    predicate.__name__, predicate.__doc__ = func.__name__, func.__doc__
+    return predicate
+
+
 def _objects(name, value):
     """A list of API objects from a list or a kubernetes.core.k8s_info result."""
     if isinstance(value, dict):
@@ -42,16 +52,19 @@ def _names(name, value):
     return [str(v) for v in value]
 
 
+@_after_read
 def deployments_available(deployments, namespace, timeout, hint=""):
     return _readiness.deployments_available(_objects("deployments_available", deployments), str(namespace),
                                             timeout, str(hint or ""))
 
 
+@_after_read
 def kai_config_deployed(configs, namespace, release, timeout):
     return _readiness.kai_config_deployed(_objects("kai_config_deployed", configs), str(namespace), str(release),
                                           timeout)
 
 
+@_after_read
 def kai_config_dependencies(configs, timeout):
     return _readiness.kai_config_dependencies(_objects("kai_config_dependencies", configs), timeout)
 
@@ -60,6 +73,7 @@ def kai_config_sharing(configs, sharing_mode):
     return _readiness.kai_config_sharing(_objects("kai_config_sharing", configs), str(sharing_mode))
 
 
+@_after_read
 def fractioning_daemonsets_created(daemonsets, config, components, namespace, timeout, operators=None):
     return _readiness.fractioning_daemonsets_created(
         _objects("fractioning_daemonsets_created", daemonsets), _first("fractioning_daemonsets_created", config),
@@ -67,6 +81,7 @@ def fractioning_daemonsets_created(daemonsets, config, components, namespace, ti
         _objects("fractioning_daemonsets_created", operators))
 
 
+@_after_read
 def fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, cri_socket_path, nri_socket_path):
     return _readiness.fractioning_daemonsets_ready(
         _objects("fractioning_daemonsets_ready", daemonsets), _first("fractioning_daemonsets_ready", config),
@@ -74,11 +89,13 @@ def fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, 
         str(cri_socket_path), str(nri_socket_path))
 
 
+@_after_read
 def fractioning_config_ready(configs, release, namespace, timeout, settings=None):
     return _readiness.fractioning_config_ready(_objects("fractioning_config_ready", configs), str(release),
                                                str(namespace), timeout, _plain(settings or {}))
 
 
+@_after_read
 def fractioning_nodes_ready(nodes, config, timeout, condition=_readiness.NODE_CONDITION):
     return _readiness.fractioning_nodes_ready(_objects("fractioning_nodes_ready", nodes),
                                               _first("fractioning_nodes_ready", config), timeout, str(condition))
@@ -94,6 +111,7 @@ def driver_reported(targets, nodes, version):
                                       str(version))
 
 
+@_after_read
 def mpsd_pods_gone(pods, namespace, timeout):
     return _readiness.mpsd_pods_gone(_objects("mpsd_pods_gone", pods), str(namespace), timeout)
 

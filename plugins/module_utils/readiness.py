@@ -252,3 +252,22 @@ def mpsd_pods_gone(pods, namespace, timeout):
         "Run uninstall again to keep waiting (they take about a minute), or look at `kubectl -n %s describe pod POD`. "
         "The releases were not uninstalled." % (len(rows), timeout, ", ".join(
             "%s on %s" % (r["pod"], r["node"]) for r in rows), namespace)))
+
+
+def read_failure(value):
+    """The error of a k8s_info read that failed (its result, kept by failed_when: false), else ''."""
+    if isinstance(value, dict) and "resources" not in value and "metadata" not in value and value.get("msg"):
+        text = " ".join(str(value["msg"]).split())
+        return text if len(text) <= 300 else text[:297] + "..."
+    return ""
+
+
+def after_failed_read(result, failure):
+    """A predicate's result, named for what it is when its last read failed: not a missing
+    object but a cluster that did not answer (a lost API server, most often)."""
+    if not failure:
+        return result
+    return dict(result, ok=False, message=(
+        "The last read of the cluster failed: %s. The API server may have stopped answering: check it "
+        "(kubectl get --raw /readyz), then run again: the run goes on from what is installed." % failure))
+

@@ -53,3 +53,30 @@ def test_a_skipped_read_is_no_object():
 def test_a_text_where_a_list_belongs_is_refused(call):
     with pytest.raises(AnsibleFilterError, match="expected a list"):
         call()
+
+
+LOST = {"changed": False, "failed": False, "attempts": 3,
+        "msg": "Failed to get client due to HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded "
+               "with url: /version (Caused by NewConnectionError('Connection refused'))"}
+
+
+@pytest.mark.parametrize("name, args", [
+    ("deployments_available", ["kai-scheduler", 300]),
+    ("kai_config_deployed", ["kai-scheduler", "kai-scheduler", 300]),
+    ("kai_config_dependencies", [300]),
+    ("fractioning_daemonsets_created", [None, ["mpsd"], "gpu-fractioning", 300]),
+    ("fractioning_daemonsets_ready", [None, [], [], "gpu-fractioning", "/run/containerd/containerd.sock", "/var/run/nri/nri.sock"]),
+    ("fractioning_config_ready", ["gpu-fractioning", "gpu-fractioning", 300]),
+    ("fractioning_nodes_ready", [None, 300]),
+    ("mpsd_pods_gone", ["gpu-fractioning", 60]),
+])
+def test_a_wait_whose_last_read_failed_names_the_cluster_not_a_missing_object(name, args):
+    predicate = readiness.FilterModule().filters()[name]
+    result = predicate(LOST, *args)
+    assert result["ok"] is False
+    assert result["message"].startswith("The last read of the cluster failed: Failed to get client due to "
+                                        "HTTPSConnectionPool"), result["message"]
+    assert "check it (kubectl get --raw /readyz), then run again" in result["message"]
+    # The same predicate on a read that answered keeps its own words.
+    answered = predicate({"resources": [], "failed": False}, *args)
+    assert not answered["message"].startswith("The last read"), answered
