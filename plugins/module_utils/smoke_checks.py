@@ -122,6 +122,25 @@ class SmokeError(Exception):
         self.details = details
 
 
+LOST_API = ("Connection refused", "Max retries exceeded", "timed out", "Connection reset", "Name or service not known")
+
+
+def pods_left(cause, cleanup, left):
+    """The error of a run whose pods could not be deleted (`cleanup`, a SmokeError): its own
+    cause first when it had one (an API server lost mid-run breaks both), the pods left
+    named, and that the next run deletes them before it starts."""
+    said = "%s" % (cause.msg if isinstance(cause, SmokeError) else cause or "")
+    note = ("the test pods could not be deleted (%s): %s left in the cluster; the next run deletes them before it "
+            "starts" % (cleanup.msg, ", ".join(left) or "none known"))
+    if any(word in said + cleanup.msg for word in LOST_API):
+        note += ". The API server stopped answering: check it (kubectl get --raw /readyz), then run again"
+    if isinstance(cause, SmokeError):
+        return SmokeError("%s. Also, %s" % (cause.msg, note), cause.failure, **cause.details)
+    if cause is not None:
+        return SmokeError("%s. Also, %s" % (said, note), "cluster")
+    return SmokeError(note[0].upper() + note[1:], "cluster")
+
+
 def annotation(container, what):
     return "nvidia.com/container.%s.%s" % (container, what)
 

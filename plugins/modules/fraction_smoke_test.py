@@ -427,10 +427,12 @@ class Cluster(object):
     def pod(self, namespace, name):
         try:
             return self._dict(self.core.read_namespaced_pod(name, namespace))
-        except ApiException as exc:
-            if exc.status == 404:
+        except Exception as exc:  # pylint: disable=broad-except
+            if isinstance(exc, ApiException) and exc.status == 404:
                 return None
-            raise st.SmokeError("reading pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+            if isinstance(exc, ApiException):
+                raise st.SmokeError("reading pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
+            raise st.SmokeError("reading pod %s/%s: %s" % (namespace, name, exc), "cluster")
 
     def create(self, manifest):
         meta = manifest["metadata"]
@@ -840,6 +842,7 @@ def run_smoke(module, smoke, pods, dq, run_info, greedy=()):
     timeout = int(module.params["timeout"])
 
     started = time.time()
+    cause = None
 
     def not_ready(pending):
         run_info["pending"] = pending
@@ -885,12 +888,19 @@ def run_smoke(module, smoke, pods, dq, run_info, greedy=()):
         return dict(passed=run_info["passed"], checks=checks, rows=rows, table=table, node=node, pending=[],
                     deleted=smoke.deleted)
     except Interrupted as exc:
-        raise st.SmokeError("%s: the test pods were deleted" % exc, "interrupted")
+        cause = st.SmokeError("%s: the test pods were deleted" % exc, "interrupted")
+        raise cause
+    except BaseException as exc:
+        cause = exc
+        raise
     finally:
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         try:
             smoke.delete_all(names)
+        except st.SmokeError as exc:
+            # The cause (an API server lost mid-run, often) outranks the cleanup it also broke.
+            raise st.pods_left(cause, exc, [n for n in smoke.created if n not in smoke.deleted])
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

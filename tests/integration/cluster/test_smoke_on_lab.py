@@ -262,6 +262,26 @@ def test_killed_run_leaves_pods_that_the_next_run_removes(lab, converged):
     assert our_pods(lab) == []
 
 
+def test_a_lost_api_server_is_named_and_the_next_run_removes_the_pods_it_left(lab, converged):
+    proc = start_module(lab)
+    wait_for_pods(lab)
+    lab.kill_api_server()
+    try:
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        lab.restore_api_server()
+    said = " ".join(out.split()).replace("''", "'")   # the play ignores the module's failure and prints it
+    assert "failure: cluster" in said and "reading pod default/fraction-smoke-" in said, said[-4000:]
+    assert "the test pods could not be deleted" in said and "left in the cluster; the next run deletes them before " \
+           "it starts. The API server stopped answering: check it (kubectl get --raw /readyz), then run again" in said, \
+        said[-4000:]
+    assert our_pods(lab), "the API server was gone: the pods could not be deleted"
+    result = smoke(lab, measure_sm_share=False)
+    assert result.get("passed") is True, result.get("msg")
+    assert result["changed"] is True
+    assert our_pods(lab) == []
+
+
 # Last: the binder may still make a reservation pod from the broken config after it is
 # restored, and later runs would wait on that pod.
 def test_reservation_pod_without_the_nvidia_runtime_is_diagnosed(lab, converged):

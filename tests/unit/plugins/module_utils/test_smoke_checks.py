@@ -765,3 +765,27 @@ def test_the_binder_and_the_diagnosis_read_placement_the_same_way():
     assert st.binder_decision(placed_pod())["node"] == st.placement(placed_pod())["node"] == "gpu-node-07"
     assert "scheduler_name" in [c["cause"] for c in st.diagnose(unnamed)]
     assert "scheduler_name" not in [c["cause"] for c in st.diagnose(placed_pod(scheduler="other"))]
+
+
+REFUSED = "HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded with url: /api/v1/x " \
+          "(Caused by NewConnectionError('Connection refused'))"
+
+
+@pytest.mark.parametrize("cause, words, failure", [
+    pytest.param(st.SmokeError("reading pod smoke/a: " + REFUSED, "cluster", pending=[1]),
+                 ["reading pod smoke/a: HTTPSConnectionPool", "Also, the test pods could not be deleted (deleting pod",
+                  "a, b left in the cluster; the next run deletes them before it starts",
+                  "The API server stopped answering: check it (kubectl get --raw /readyz), then run again"], "cluster",
+                 id="api-server-lost-while-waiting"),
+    pytest.param(st.SmokeError("pods not ready after 60s", "pending"), ["pods not ready after 60s. Also,"], "pending",
+                 id="the-causes-own-failure-kept"),
+    pytest.param(RuntimeError("boom"), ["boom. Also, the test pods"], "cluster", id="an-unnamed-cause"),
+    pytest.param(None, ["The test pods could not be deleted (deleting pod"], "cluster", id="only-the-cleanup-failed"),
+])
+def test_pods_left_by_a_run_that_could_not_clean_up_are_named(cause, words, failure):
+    error = st.pods_left(cause, st.SmokeError("deleting pod smoke/a: " + REFUSED, "cluster"), ["a", "b"])
+    for word in words:
+        assert word in error.msg, (word, error.msg)
+    assert error.failure == failure
+    if isinstance(cause, st.SmokeError):
+        assert error.details == cause.details
