@@ -19,6 +19,11 @@ description:
     guarded by the Lease's C(resourceVersion): of two rollouts taking an expired lock at once, one wins and
     the other is refused."
   - "Giving the lock back deletes the Lease only while this O(holder) holds it."
+  - "With O(holder_process) (the default), the Lease also records the Ansible run that holds it: the topmost
+    C(ansible-playbook) (or C(ansible)) process above the module, with the machine's boot ID, in the annotation
+    C(smshare.kai/holder-process). A lock whose recorded run was on the machine this module runs on and has
+    ended (killed, Ctrl-C) is taken over at once, without waiting for O(ttl); a lock held from another machine
+    still waits for it."
 author:
   - smshare.kai maintainers (@smshare)
 extends_documentation_fragment:
@@ -52,6 +57,12 @@ options:
     description: Seconds the lock stays taken after its last renewal (the Lease's C(leaseDurationSeconds)).
     type: int
     default: 3600
+  holder_process:
+    description:
+      - Record the Ansible run that takes the lock, and take over a lock whose recorded run ended on this machine.
+      - Set C(false) for a lock taken by hand that must outlive the command that took it.
+    type: bool
+    default: true
   state:
     description: C(present) takes the lock or renews it; C(absent) gives it back.
     type: str
@@ -87,6 +98,10 @@ previous_holder:
   description: Whose expired lock was taken over (C(taken_over)), or who holds it when C(absent) left it alone.
   returned: when another holder had the lock
   type: str
+reason:
+  description: Why the lock was taken over - C(it had expired), C(its run (pid N on this machine) has ended), or C(it was given back).
+  returned: when the lock was taken over
+  type: str
 expires:
   description: When the lock expires unless renewed (UTC, RFC 3339); empty when it was given back.
   returned: success
@@ -104,7 +119,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, validate
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, run_process, validate
 
 try:
     from kubernetes import client as kclient
@@ -117,6 +132,7 @@ else:
 
 
 NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+PROCESS_ANNOTATION = "smshare.kai/holder-process"
 NAMESPACE_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
@@ -132,34 +148,39 @@ def _rfc3339(when):
     return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if when else ""
 
 
-def decide(spec, holder, now):
+def decide(spec, holder, now, holder_ended=None):
     """What to do with a Lease's spec (a dict: holderIdentity, renewTime, acquireTime, leaseDurationSeconds;
-    None when there is no Lease) to take the lock for `holder` at `now`: create, renew, take_over or refuse."""
+    None when there is no Lease) to take the lock for `holder` at `now`: (create, renew, take_over or refuse,
+    why). holder_ended: the holder's recorded run ended on this machine (True), still runs (False), or
+    cannot be told (None)."""
     if spec is None:
-        return "create"
+        return "create", ""
     if spec.get("holderIdentity") == holder:
-        return "renew"
+        return "renew", ""
     if not spec.get("holderIdentity"):
-        return "take_over"   # given back without being deleted
+        return "take_over", "it was given back"
     renewed = _time(spec.get("renewTime") or spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds") or 0
     if renewed is None or renewed + datetime.timedelta(seconds=duration) <= now:
-        return "take_over"
-    return "refuse"
+        return "take_over", "it had expired"
+    if holder_ended:
+        return "take_over", "its run (%s on this machine) has ended" % run_process.describe(spec.get("process"))
+    return "refuse", ""
 
 
 def _spec_dict(lease):
     spec = lease.spec
     return {"holderIdentity": spec.holder_identity, "renewTime": spec.renew_time, "acquireTime": spec.acquire_time,
-            "leaseDurationSeconds": spec.lease_duration_seconds}
+            "leaseDurationSeconds": spec.lease_duration_seconds,
+            "process": (lease.metadata.annotations or {}).get(PROCESS_ANNOTATION, "")}
 
 
 def _held_message(name, namespace, spec):
     renewed = _time(spec.get("renewTime") or spec.get("acquireTime"))
     expires = renewed + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0)
     return ("another rollout holds the lock (Lease %s/%s): %s, taken %s, renewed %s, expires %s unless renewed. "
-            "Nothing was changed. Wait for it to finish; if it is gone (killed), the lock is free once it "
-            "expires, or delete it now: kubectl -n %s delete lease %s" % (
+            "Nothing was changed. Wait for it to finish; if it is gone (killed on another machine), the lock is "
+            "free once it expires, or delete it now: kubectl -n %s delete lease %s" % (
                 namespace, name, spec.get("holderIdentity"), _rfc3339(_time(spec.get("acquireTime"))),
                 _rfc3339(renewed), _rfc3339(expires), namespace, name))
 
@@ -188,18 +209,21 @@ def run(module, api):
                 preconditions=kclient.V1Preconditions(resource_version=lease.metadata.resource_version)))
         return dict(changed=True, outcome="released", holder=holder, expires="")
 
-    action = decide(spec, holder, now)
+    ended = run_process.ended(spec.get("process")) if spec and params["holder_process"] else None
+    action, why = decide(spec, holder, now, ended)
     if action == "refuse":
         module.fail_json(msg=_held_message(name, namespace, spec), failure="held", holder=holder,
                          previous_holder=spec["holderIdentity"])
     result = dict(changed=True, outcome={"create": "created", "renew": "renewed", "take_over": "taken_over"}[action],
                   holder=holder, expires=expires)
     if action == "take_over":
-        result["previous_holder"] = spec["holderIdentity"] or ""
+        result.update(previous_holder=spec["holderIdentity"] or "", reason=why)
     if module.check_mode:
         return result
+    record = run_process.current() if params["holder_process"] else None
     body = kclient.V1Lease(
-        metadata=kclient.V1ObjectMeta(name=name, namespace=namespace, labels={"app.kubernetes.io/managed-by": "smshare.kai"}),
+        metadata=kclient.V1ObjectMeta(name=name, namespace=namespace, labels={"app.kubernetes.io/managed-by": "smshare.kai"},
+                                      annotations={PROCESS_ANNOTATION: record} if record else None),
         spec=kclient.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=ttl, renew_time=now,
                                  acquire_time=spec["acquireTime"] if action == "renew" else now))
     if action == "create":
@@ -219,6 +243,7 @@ def main():
             namespace=dict(type="str", default="kube-system"),
             holder=dict(type="str", required=True),
             ttl=dict(type="int", default=3600),
+            holder_process=dict(type="bool", default=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         ),
         supports_check_mode=True,

@@ -2,13 +2,17 @@
 writes, who may take it, and a lock left by a killed run."""
 import datetime
 import json
+import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 
 NAME = "smshare-test-rollout-lock"
+PROCESS = "smshare.kai/holder-process"
 
 
 def lock(lab, check=False, **args):
@@ -30,6 +34,11 @@ def lease(lab):
     return json.loads(found.stdout)["spec"] if found.returncode == 0 else None
 
 
+def annotations(lab):
+    found = lab.kubectl("-n", "default", "get", "lease", NAME, "-o", "json")
+    return json.loads(found.stdout)["metadata"].get("annotations") or {}
+
+
 @pytest.fixture
 def clean(lab):
     lab.kubectl("-n", "default", "delete", "lease", NAME, "--ignore-not-found")
@@ -38,11 +47,13 @@ def clean(lab):
 
 
 def test_one_holder_at_a_time_and_a_dead_ones_lock_is_taken_after_its_ttl(clean):
+    """rollout-a as a lock taken by hand (holder_process false): only its TTL frees it."""
     lab = clean
-    first = lock(lab, holder="rollout-a", ttl=600)
+    first = lock(lab, holder="rollout-a", ttl=600, holder_process=False)
     assert first["changed"] and first["outcome"] == "created", first
     assert lease(lab)["holderIdentity"] == "rollout-a" and lease(lab)["leaseDurationSeconds"] == 600
-    renewed = lock(lab, holder="rollout-a", ttl=600)
+    assert PROCESS not in annotations(lab)
+    renewed = lock(lab, holder="rollout-a", ttl=600, holder_process=False)
     assert renewed["outcome"] == "renewed" and lease(lab)["acquireTime"] == lease(lab)["acquireTime"]
 
     for check in (False, True):   # check mode refuses as a real run would
@@ -59,6 +70,35 @@ def test_one_holder_at_a_time_and_a_dead_ones_lock_is_taken_after_its_ttl(clean)
     assert checked["outcome"] == "taken_over" and lease(lab)["holderIdentity"] == "rollout-a", checked
     taken = lock(lab, holder="rollout-b")
     assert taken["outcome"] == "taken_over" and taken["previous_holder"] == "rollout-a", taken
+    assert taken["reason"] == "it had expired"
+    assert lease(lab)["holderIdentity"] == "rollout-b"
+
+
+def test_a_lock_whose_run_ended_on_this_machine_is_taken_at_once_and_a_running_ones_is_not(clean):
+    """Each `ansible` run here ends with its module: the lock it took records its process,
+    gone by the time the next run asks."""
+    lab = clean
+    assert lock(lab, holder="rollout-a", ttl=600)["outcome"] == "created"
+    record = annotations(lab)[PROCESS]
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    found = re.fullmatch(r"boot=(\S+) pid=([0-9]+) start=([0-9]+)", record)
+    assert found and found.group(1) == boot, record
+    assert not Path("/proc", found.group(2)).exists() or \
+        Path("/proc", found.group(2), "stat").read_text().rsplit(")", 1)[1].split()[19] != found.group(3), \
+        "the ansible run that took the lock has ended"
+    taken = lock(lab, holder="rollout-b", ttl=600)
+    assert taken["outcome"] == "taken_over" and taken["previous_holder"] == "rollout-a", taken
+    assert taken["reason"] == "its run (pid %s on this machine) has ended" % found.group(2), taken
+    assert lease(lab)["holderIdentity"] == "rollout-b" and annotations(lab)[PROCESS] != record
+
+    # A run still going (this test's own process, recorded as the holder's): refused.
+    start = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]
+    for live in ("boot=%s pid=%d start=%s" % (boot, os.getpid(), start),
+                 # another machine's run (another boot ID): only its TTL frees it
+                 "boot=%s pid=%s start=%s" % ("0" * 8 + boot[8:], found.group(2), found.group(3))):
+        lab.kubectl("-n", "default", "annotate", "lease", NAME, "--overwrite", "%s=%s" % (PROCESS, live))
+        refused = lock(lab, holder="rollout-c")
+        assert refused.get("failed") and refused["failure"] == "held", refused
     assert lease(lab)["holderIdentity"] == "rollout-b"
 
 

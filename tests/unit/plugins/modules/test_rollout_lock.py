@@ -30,7 +30,21 @@ def spec(holder, renewed_seconds_ago, ttl=60, as_text=False):
     ({"holderIdentity": "other", "renewTime": None, "acquireTime": None, "leaseDurationSeconds": 60}, "take_over"),
 ])
 def test_the_lock_is_taken_only_when_free_ours_or_expired(lease, action):
-    assert rollout_lock.decide(lease, "me", NOW) == action
+    assert rollout_lock.decide(lease, "me", NOW)[0] == action
+
+
+@pytest.mark.parametrize("ended, action, why", [
+    (True, "take_over", "its run (pid 41 on this machine) has ended"),
+    (False, "refuse", ""),      # still running
+    (None, "refuse", ""),       # another machine's run: only its TTL frees it
+])
+def test_a_lock_whose_run_ended_on_this_machine_is_taken_at_once(ended, action, why):
+    lease = dict(spec("other", 5), process="boot=%s pid=41 start=7" % ("0" * 8 + "-0000-0000-0000-" + "0" * 12))
+    assert rollout_lock.decide(lease, "me", NOW, ended) == (action, why)
+
+
+def test_an_expired_lock_says_so_before_its_run_ended():
+    assert rollout_lock.decide(spec("other", 61), "me", NOW, True) == ("take_over", "it had expired")
 
 
 def test_the_refusal_names_the_holder_and_how_to_free_a_dead_one():
