@@ -1,7 +1,8 @@
 """Uninstall on the converged lab, last in this directory (it takes KAI off):
-in the guide's order it leaves nothing, and again changes nothing -> with the
+in the guide's order it leaves nothing, and again changes nothing; with the
 operator gone, uninstall reports the stuck finalizer and changes nothing, and
-uninstall_force clears it."""
+uninstall_force clears it. Each test runs alone too (-k): the second takes KAI
+off itself when the first did not."""
 import re
 
 import pytest
@@ -63,8 +64,12 @@ def test_uninstall_in_order_leaves_nothing_and_a_rerun_changes_nothing(lab, conv
     assert recap(again.stdout)["changed"] == 0, describe(again)
 
 
-def test_uninstall_reports_a_stuck_finalizer_and_force_clears_it(lab, converged):
-    # Half an install: gpu-fractioning alone (KAI is gone since the last test).
+def test_uninstall_reports_a_stuck_finalizer_and_force_clears_it(lab, kai_install):
+    # Half an install: gpu-fractioning alone, on a cluster without KAI (the test above leaves it so;
+    # run alone, this test takes KAI off first). The converge before built the images it needs.
+    if releases(lab):
+        take_kai_off(lab)
+    kai_install.installed = False
     proc = lab.playbook("playbooks/gpu_fractioning.yml", extra_vars={"gpu_fractioning_check_kai_config": False})
     assert proc.returncode == 0, describe(proc)
     # The operator goes first, as when the chart is uninstalled before the config.
