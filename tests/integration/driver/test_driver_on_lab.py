@@ -2,7 +2,9 @@
 """The driver play on the lab's GPU nodes (HGX stand-ins provisioned like real
 nodes), then every sub-step tag run alone on a converged node: each one works
 without the others and changes nothing."""
+import json
 import re
+import subprocess
 
 import pytest
 
@@ -36,3 +38,40 @@ def test_each_sub_step_runs_alone_on_a_converged_node(lab):
     assert len(read) == 2 and read[1].lstrip("* \n").startswith("ok: [%s]" % node), services.stdout[-3000:]
     assert "Enable and start Fabric Manager]" in services.stdout
     assert "Install the driver" not in services.stdout
+
+
+def loaded_driver(node):
+    return subprocess.run(["podman", "exec", node, "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                          text=True, capture_output=True, check=False).stdout.split("\n")[0].strip()
+
+
+def boot_of(node):
+    return subprocess.run(["podman", "exec", node, "awk", "{ print $22 }", "/proc/1/stat"], text=True,
+                          capture_output=True, check=True).stdout.strip()
+
+
+def test_a_driver_installed_but_not_loaded_is_rebooted_into_by_the_next_run(lab):
+    """A run stopped between its install and its reboot (killed, Ctrl-C, the node lost) leaves
+    the new driver installed and the old module loaded. Here a run told not to reboot leaves
+    that state; the next run has nothing to install and reboots into it, and the one after
+    changes nothing."""
+    node = lab.gpu_nodes[0]
+    before = loaded_driver(node)
+    assert before.split(".")[0] in ("580", "615"), before
+    other = "580" if before.startswith("615.") else "615"
+    branch = ["-e", json.dumps({"smshare_driver_branch": int(other)})]
+    boot = boot_of(node)
+    stopped = lab.playbook("playbooks/driver.yml", "--limit", node, *branch, "-e", "nvidia_driver_reboot=false")
+    assert stopped.returncode != 0, stopped.stdout[-4000:]
+    said = " ".join(stopped.stdout.split())
+    assert "Driver/library version mismatch" in said and "nvidia_driver_reboot is false" in said, said[-3000:]
+    assert boot_of(node) == boot, "told not to reboot"
+
+    resumed = lab.playbook("playbooks/driver.yml", "--limit", node, *branch)
+    assert resumed.returncode == 0, resumed.stdout[-4000:]
+    said = " ".join(resumed.stdout.split())
+    assert "an earlier run installed it and stopped before its reboot. Rebooting into it." in said, said[-3000:]
+    assert boot_of(node) != boot and loaded_driver(node).startswith(other + "."), loaded_driver(node)
+
+    again = lab.playbook("playbooks/driver.yml", "--limit", node, *branch)
+    assert again.returncode == 0 and recap(again.stdout, node)["changed"] == 0, again.stdout[-4000:]
