@@ -305,6 +305,15 @@ def import_archive(archive):
     _ctr("images", "import", str(archive))
 
 
+def forget_images(*parts):
+    """Remove the node tier's cached images whose reference holds one of `parts` (a kept lab's
+    earlier builds, pushed again under the same tags); returns the references removed."""
+    refs = [ref for ref in _ctr("images", "ls", "-q").stdout.split() if any(part in ref for part in parts)]
+    if refs:
+        _ctr("images", "rm", *refs, check=False)
+    return refs
+
+
 def load_podman_image(ref):
     """podman save (docker-archive) + ctr import: a local image for pods."""
     archive = CONF / "podman-image.tar"
