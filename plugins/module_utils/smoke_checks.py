@@ -932,13 +932,21 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
             if waiting.get("reason") in PULL_REASONS:
                 # The kubelet retries a failed pull (with back-off): one failure may be the
                 # registry's hiccup; a second one is the image, the registry or the secret.
-                tries = sum(int(e.get("count") or 1) for e in events
-                            if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower())
+                pulls = [e for e in events
+                         if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower()]
+                tries = sum(int(e.get("count") or 1) for e in pulls)
+                # A back-off's own message says only that it waits: the registry's answer is in the
+                # last "Failed to pull image" event (not found, 401 Unauthorized, 500 Internal Server
+                # Error), not in the "Error: ImagePullBackOff" ones after it.
+                answers = [e for e in pulls if (e.get("message") or "").startswith("Failed to pull")] or pulls
+                last = (answers[-1].get("message") or "") if answers else ""
+                said = waiting.get("message") or ""
+                if last and last not in said:
+                    said = "%s; last failed pull: %s" % (said, last) if said else last
                 add("image_pull" if tries >= 2 else "image_pull_retrying",
                     "container %s on %s: %s %s (failed pulls: %d): check the image name, that the node "
                     "reaches the registry and the pull secret" % (
-                        cs.get("name"), node, waiting.get("reason"), waiting.get("message") or "",
-                        tries))
+                        cs.get("name"), node, waiting.get("reason"), said, tries))
             elif waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
                 add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), node,
                                                                         waiting.get("reason"),

@@ -9,11 +9,13 @@ scheduler, a cordoned node) -> an interrupted run deletes its pods; a killed one
 and the next run removes them first -> last, a reservation pod without the
 nvidia RuntimeClass is diagnosed.
 """
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -259,6 +261,49 @@ def test_killed_run_leaves_pods_that_the_next_run_removes(lab, converged):
     result = smoke(lab, measure_sm_share=False)
     assert result.get("passed") is True, result.get("msg")
     assert result["changed"] is True
+    assert our_pods(lab) == []
+
+
+@contextlib.contextmanager
+def registry_fault(lab, fault):
+    """The lab registry answering the test image's pull with `fault`: 404 (a tag never pushed),
+    401 (no pull secret) or 500 (its stored manifest link unreadable: the real registry fails
+    its own read). Yields the smoke case; the registry is whole again on the way out."""
+    if fault != "500":
+        yield {"404": {"image": lab.registry.address + "/nvidia/cuda:never-pushed"},
+               "401": {"image_pull_secrets": []}}[fault]
+        return
+    repo, tag = "nvidia/cuda", "13.3.1-base-ubuntu24.04"
+    root = Path(lab.registry.cert_dir) / "server" / "data" / "docker" / "registry" / "v2" / "repositories" / repo
+    digest = (root / "_manifests" / "tags" / tag / "current" / "link").read_text().strip()
+    link = root / "_manifests" / "revisions" / digest.replace(":", "/") / "link"
+    saved = link.with_name("link.saved")
+    link.rename(saved)
+    try:
+        link.mkdir()
+        yield {}
+    finally:
+        link.rmdir()
+        saved.rename(link)
+
+
+# What the kubelet passes on of the registry's answer: 401 and 500 as they are; for the
+# never-pushed tag the lab's containerd tries its next host after the mirror's 404, so its
+# last error is that host's, and the image named is what to check.
+@pytest.mark.parametrize("fault, said", [
+    ("404", "never-pushed"),
+    ("401", "401"),
+    ("500", "500"),
+])
+def test_a_registry_that_refuses_the_test_image_is_named(lab, converged, fault, said):
+    with registry_fault(lab, fault) as case:
+        result = smoke(lab, measure_sm_share=False, timeout=120, **case)
+    assert result.get("failure") == "pending", result.get("msg")
+    causes = [c for p in result["pending"] for c in p["causes"]]
+    pulls = [c["message"] for c in causes if c["cause"] == "image_pull"]
+    assert pulls, result["msg"]
+    assert "check the image name, that the node reaches the registry and the pull secret" in pulls[0]
+    assert said in pulls[0].lower() or said in result["msg"].lower(), pulls
     assert our_pods(lab) == []
 
 

@@ -605,6 +605,25 @@ def test_bound_image_pull_that_failed_again_is_named(events):
     names, found = causes(pod, events=events)
     assert names == ["image_pull"]
     assert "ImagePullBackOff" in found[0]["message"] and "pull secret" in found[0]["message"]
+    # The back-off's message says only that it waits; the registry's answer comes from the last failed pull.
+    assert "last failed pull: " + PULL_FAILED["message"] in found[0]["message"]
+
+
+def test_the_registrys_answer_is_named_after_the_back_off_events():
+    pod = pending(nodeName="gpu-node-07")
+    pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]
+    back_off = {"type": "Warning", "reason": "Failed", "message": "Error: ImagePullBackOff"}
+    _names, found = causes(pod, events=[PULL_FAILED, back_off, back_off])
+    assert "last failed pull: " + PULL_FAILED["message"] in found[0]["message"], found[0]["message"]
+
+
+def test_a_pull_failure_already_in_the_waiting_message_is_not_repeated():
+    pod = pending(nodeName="gpu-node-07")
+    pod["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": PULL_FAILED["message"]}}}]
+    _names, found = causes(pod, events=[PULL_FAILED, PULL_FAILED])
+    assert found[0]["message"].count(PULL_FAILED["message"]) == 1 and "last failed pull" not in found[0]["message"]
 
 
 def test_bound_not_ready_names_warnings():
