@@ -270,4 +270,3 @@ def after_failed_read(result, failure):
     return dict(result, ok=False, message=(
         "The last read of the cluster failed: %s. The API server may have stopped answering: check it "
         "(kubectl get --raw /readyz), then run again: the run goes on from what is installed." % failure))
-
