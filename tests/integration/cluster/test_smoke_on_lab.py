@@ -15,13 +15,13 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from cluster_helpers import knob, lab_vars
 from lab_helpers import describe, signal_tree
+from registry_state import unreadable
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 
@@ -273,18 +273,8 @@ def registry_fault(lab, fault):
         yield {"404": {"image": lab.registry.address + "/nvidia/cuda:never-pushed"},
                "401": {"image_pull_secrets": []}}[fault]
         return
-    repo, tag = "nvidia/cuda", "13.3.1-base-ubuntu24.04"
-    root = Path(lab.registry.cert_dir) / "server" / "data" / "docker" / "registry" / "v2" / "repositories" / repo
-    digest = (root / "_manifests" / "tags" / tag / "current" / "link").read_text().strip()
-    link = root / "_manifests" / "revisions" / digest.replace(":", "/") / "link"
-    saved = link.with_name("link.saved")
-    link.rename(saved)
-    try:
-        link.mkdir()
+    with unreadable(lab.registry.revision_link("nvidia/cuda", "13.3.1-base-ubuntu24.04")):
         yield {}
-    finally:
-        link.rmdir()
-        saved.rename(link)
 
 
 # What the kubelet passes on of the registry's answer: 401 and 500 as they are; for the

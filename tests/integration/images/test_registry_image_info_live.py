@@ -3,16 +3,15 @@
 with the test CA, htpasswd), with images pushed by buildah in all four media
 types: OCI index, Docker manifest list, OCI manifest, Docker manifest."""
 import base64
-import contextlib
 import hashlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import REPO, base_env
+from registry_state import unreadable
 
 PLAY = """
 - name: Read manifests
@@ -137,32 +136,6 @@ def test_untrusted_certificate_is_a_tls_failure(tmp_path, image_registry, pushed
     assert image_registry.password not in proc.stdout
 
 
-def repository_dir(registry, ref):
-    """A repository's folder in the registry's filesystem storage: lab/registry.sh keeps it under
-    <state>/server/data, and the state folder is the registry's cert_dir."""
-    repo = ref.split("/", 1)[1].rsplit(":", 1)[0]
-    return Path(registry.cert_dir) / "server" / "data" / "docker" / "registry" / "v2" / "repositories" / repo
-
-
-def registry_log(registry):
-    return Path(registry.cert_dir) / "server" / "registry.log"
-
-
-@contextlib.contextmanager
-def unreadable(link):
-    """Swap one of the registry's link files for a folder: its read fails ('is a directory') and
-    docker-registry answers HTTP 500 for whatever needs it. Put back on the way out."""
-    saved = link.with_name(link.name + ".saved")
-    link.rename(saved)
-    try:
-        link.mkdir()
-        yield
-    finally:
-        if link.is_dir():
-            link.rmdir()
-        saved.rename(link)
-
-
 def assert_failed_with_500(proc, registry, broken, message, uri, log_from):
     assert proc.returncode != 0, proc.stdout
     assert message in proc.stdout and "failure: http" in proc.stdout and "status: 500" in proc.stdout, proc.stdout
@@ -176,7 +149,7 @@ def assert_failed_with_500(proc, registry, broken, message, uri, log_from):
     basic = base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode()
     assert registry.password not in proc.stdout and basic not in proc.stdout
     # the 500 is the registry's own, from its storage
-    with registry_log(registry).open() as log:
+    with registry.log.open() as log:
         log.seek(log_from)
         # logrus quotes a value with a ':' in it (a digest)
         lines = [line for line in log if "http.response.status=500" in line
@@ -187,11 +160,9 @@ def assert_failed_with_500(proc, registry, broken, message, uri, log_from):
 def test_a_registry_that_fails_reading_a_manifest_fails_the_play_naming_the_status_and_image(
         tmp_path, image_registry, pushed):
     healthy, broken = pushed["oci-index"], pushed["oci-single"]
-    repo = repository_dir(image_registry, broken)
-    digest = (repo / "_manifests" / "tags" / "t1" / "current" / "link").read_text().strip()
-    log_from = registry_log(image_registry).stat().st_size
+    log_from = image_registry.log.stat().st_size
     # the manifest's revision link: the tag resolves, its manifest cannot be read
-    with unreadable(repo / "_manifests" / "revisions" / digest.replace(":", "/") / "link"):
+    with unreadable(image_registry.revision_link("mod/oci-single", "t1")):
         proc, result = run(tmp_path, "-vvv", images=[healthy, broken], platforms=["linux/arm64"],
                            **creds(image_registry))
     # the healthy image read first does not turn the failure into a result
@@ -207,12 +178,12 @@ def test_a_registry_that_fails_reading_a_manifest_fails_the_play_naming_the_stat
 def test_a_registry_that_fails_reading_a_config_blob_fails_the_play_naming_the_status_and_image(
         tmp_path, image_registry, pushed):
     healthy, broken = pushed["docker-list"], pushed["docker-single"]
-    repo = repository_dir(image_registry, broken)
+    repo = image_registry.repository_dir("mod/docker-single")
     raw = subprocess.run(["skopeo", "inspect", "--raw", "--cert-dir", image_registry.cert_dir, "--creds",
                           f"{image_registry.username}:{image_registry.password}", "docker://" + broken],
                          check=True, capture_output=True, env=base_env()).stdout
     config = json.loads(raw)["config"]["digest"]
-    log_from = registry_log(image_registry).stat().st_size
+    log_from = image_registry.log.stat().st_size
     # the manifest reads, the config blob it names (for the platform) does not
     with unreadable(repo / "_layers" / config.replace(":", "/") / "link"):
         proc, result = run(tmp_path, "-vvv", images=[healthy, broken], **creds(image_registry))
