@@ -1,6 +1,7 @@
-"""Helpers for the lab tests: recap parsing, failures, signals to a whole play."""
+"""Helpers for the lab tests: recap parsing, failures, signals to a whole play, commands on a GPU node."""
 import os
 import re
+import subprocess
 from pathlib import Path
 
 
@@ -50,3 +51,8 @@ def signal_tree(pid, sig):
             os.kill(member, sig)
         except ProcessLookupError:
             pass
+
+
+def on_node(node, *argv):
+    """A command inside a GPU-node container; its CompletedProcess (text, not checked)."""
+    return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=False)

@@ -36,6 +36,7 @@ import urllib.request
 import yaml
 
 from cluster_helpers import overlay_vars, site_copy
+from lab_helpers import on_node
 
 INET = re.compile(r'sin6?_addr=inet_(?:addr\("([^"]+)"\)|pton\(AF_INET6, "([^"]+)"(?:, &sin6_addr)?\))')
 PORT = re.compile(r"sin6?_port=htons\((\d+)\)")
@@ -78,14 +79,14 @@ class AirgapSite:
         """site.yml under strace, the nodes' distribution entry set aside meanwhile."""
         self.calls_before = self.calls_log.read_text() if self.calls_log.is_file() else ""
         for node in self.lab.gpu_nodes:
-            on_node(node, "dpkg", "--purge", "cuda-keyring")   # a kept lab's: installed again from the .deb
-            on_node(node, "sed", "-i", f"s|^deb http://deb.debian.org|{SET_ASIDE}deb http://deb.debian.org|",
-                    "/etc/apt/sources.list")
+            on_node_checked(node, "dpkg", "--purge", "cuda-keyring")   # a kept lab's: installed again from the .deb
+            on_node_checked(node, "sed", "-i", f"s|^deb http://deb.debian.org|{SET_ASIDE}deb http://deb.debian.org|",
+                            "/etc/apt/sources.list")
         try:
             proc, self.trace = traced(self.lab, self.tmp, "site", "site.yml", self.extra_vars, self.inventory)
         finally:
             for node in self.lab.gpu_nodes:
-                on_node(node, "sed", "-i", f"s|^{SET_ASIDE}||", "/etc/apt/sources.list")
+                on_node_checked(node, "sed", "-i", f"s|^{SET_ASIDE}||", "/etc/apt/sources.list")
         self.calls = (self.calls_log.read_text() if self.calls_log.is_file() else "")[len(self.calls_before):]
         return proc
 
@@ -165,7 +166,7 @@ def push_base_image(lab, tmp_path, ref):
     return ref
 
 
-def on_node(node, *argv):
-    proc = subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=False)
+def on_node_checked(node, *argv):
+    proc = on_node(node, *argv)
     assert proc.returncode == 0, proc.stderr
     return proc

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from cluster_helpers import kube_json
-from lab_helpers import describe, recap
+from lab_helpers import describe, on_node, recap
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_nodes, pytest.mark.slow]
 
@@ -25,10 +25,6 @@ PROBE_POD = "smshare-audit-foreign"
 def helm(lab, *args):
     return subprocess.run([str(lab.root / "lab" / "bin" / "helm"), *args], env=lab.env,
                           capture_output=True, text=True, check=False)
-
-
-def on_node(lab, node, *argv):
-    return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True, check=False)
 
 
 def state(lab):
@@ -43,7 +39,7 @@ def state(lab):
     queues = kube_json(lab, "get", "queues.scheduling.run.ai")["items"]
     found["queues"] = sorted((q["metadata"]["name"], q["metadata"]["resourceVersion"]) for q in queues)
     for node in lab.gpu_nodes:
-        found["dpkg/" + node] = on_node(lab, node, "dpkg-query", "-W").stdout
+        found["dpkg/" + node] = on_node(node, "dpkg-query", "-W").stdout
     return found
 
 
@@ -108,14 +104,14 @@ def test_no_drift_after_a_converge_and_the_audit_changes_nothing(lab, with_queue
 
 def test_driver_drift_is_named(lab, with_queues, tmp_path):
     node = lab.gpu_nodes[0]
-    removed = on_node(lab, node, "dpkg", "--remove", "--force-depends", PIN)
+    removed = on_node(node, "dpkg", "--remove", "--force-depends", PIN)
     assert removed.returncode == 0, removed.stderr
     try:
         proc, report, markdown = audit(lab, tmp_path, "driver")
         assert_drift(proc, report, markdown, "driver", PIN, "installed", "installed", "(absent)")
         assert report["findings"][0]["host"] == node
     finally:
-        back = on_node(lab, node, "apt-get", "install", "-y", "-q", "--no-install-recommends", PIN)
+        back = on_node(node, "apt-get", "install", "-y", "-q", "--no-install-recommends", PIN)
         assert back.returncode == 0, back.stdout + back.stderr
 
 

@@ -4,9 +4,10 @@ nodes), then every sub-step tag run alone on a converged node: each one works
 without the others and changes nothing."""
 import json
 import re
-import subprocess
 
 import pytest
+
+from lab_helpers import on_node
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab, pytest.mark.slow]
 
@@ -41,13 +42,11 @@ def test_each_sub_step_runs_alone_on_a_converged_node(lab):
 
 
 def loaded_driver(node):
-    return subprocess.run(["podman", "exec", node, "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                          text=True, capture_output=True, check=False).stdout.split("\n")[0].strip()
+    return on_node(node, "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").stdout.split("\n")[0].strip()
 
 
 def boot_of(node):
-    return subprocess.run(["podman", "exec", node, "awk", "{ print $22 }", "/proc/1/stat"], text=True,
-                          capture_output=True, check=True).stdout.strip()
+    return on_node(node, "awk", "{ print $22 }", "/proc/1/stat").stdout.strip()
 
 
 def test_a_driver_installed_but_not_loaded_is_rebooted_into_by_the_next_run(lab):
