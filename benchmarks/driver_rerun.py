@@ -7,10 +7,10 @@ role (its converge playbook) and ROUNDS `ansible -m setup` on the same
 container, and prints the medians and their ratio (aim: at most 3x). Prints
 figures only; it never passes or fails on time.
 
-Two transports: the podman connection (what the tests use; it cannot
-pipeline, so every task costs five `podman exec`), and with --ssh also
-OpenSSH with pipelining and ControlPersist, as ansible.cfg runs against real
-nodes (sshd is installed into the container from Debian's archive for this).
+Two transports: the podman connection (Molecule's; it cannot pipeline, so
+every task costs five `podman exec`), and with --ssh also OpenSSH with
+pipelining and ControlPersist, as ansible.cfg runs against real nodes and the
+lab against its GPU-node containers (the node image has sshd).
 
     source scripts/env.sh && python3 benchmarks/driver_rerun.py [--rounds 5] [--ssh] [--keep]
 """
@@ -55,14 +55,8 @@ def inventory(tmp, connection_vars, env):
 
 
 def enable_ssh(env, tmp):
-    """sshd in the container (from Debian's archive), root by key; returns the connection vars."""
-    script = (
-        "set -e; echo 'deb http://deb.debian.org/debian bookworm main' > /etc/apt/sources.list.d/bench-debian.list;"
-        "apt-get -q -o Dir::Etc::sourcelist=sources.list.d/bench-debian.list -o Dir::Etc::sourceparts=- update >/dev/null;"
-        "DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dir::Etc::sourcelist=sources.list.d/bench-debian.list"
-        " -o Dir::Etc::sourceparts=- install openssh-server >/dev/null;"
-        "rm /etc/apt/sources.list.d/bench-debian.list; mkdir -p /root/.ssh; chmod 700 /root/.ssh;"
-        "systemctl start ssh")
+    """sshd in the container (the node image's), root by key; returns the connection vars."""
+    script = "set -e; mkdir -p /root/.ssh; chmod 700 /root/.ssh; systemctl start ssh"
     sh(["podman", "exec", HOST, "sh", "-c", script], env)
     key = Path(tmp) / "id_ed25519"
     sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], env)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (once) the podman image the GPU-node containers and the Molecule
-# scenarios run: Debian 12 with systemd as PID 1, python3 for Ansible and an
-# empty /etc/machine-id, made with mmdebstrap and `podman import` (no registry).
+# scenarios run: Debian 12 with systemd as PID 1, python3 for Ansible, sshd
+# (the lab reaches its GPU nodes over SSH, as a site does) and an empty
+# /etc/machine-id, made with mmdebstrap and `podman import` (no registry).
 #
 #   lab/node-image.sh            ensure the image exists, print its name
 #   lab/node-image.sh --force    rebuild even when the cached image is current
@@ -13,7 +14,7 @@ set -euo pipefail
 
 image=${SMSHARE_NODE_IMAGE:-localhost/smshare-node:debian12}
 mirror=${SMSHARE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=python3,python3-apt,sudo,ca-certificates,gnupg,systemd,systemd-sysv,dbus,procps,iproute2
+packages=python3,python3-apt,sudo,ca-certificates,gnupg,systemd,systemd-sysv,dbus,procps,iproute2,openssh-server
 label=org.smshare.recipe
 
 # The recipe: this file's text plus the inputs that change the result.
@@ -42,13 +43,16 @@ trap 'rm -rf "$work"' EXIT
 echo "building $image (recipe $recipe_hash) from $mirror" >&2
 # The customize hooks: an empty machine-id (systemd makes one per container),
 # no units that fail or wait without hardware, and apt that does not pull in
-# recommends (keeps converges quick and predictable). "$1" is mmdebstrap's
+# recommends (keeps converges quick and predictable), and sshd host keys made
+# by each container on its first boot, not shared by all. "$1" is mmdebstrap's
 # root folder, expanded by the hook's shell, not here.
 # shellcheck disable=SC2016
 mmdebstrap --variant=apt --include="$packages" \
     --customize-hook='truncate -s 0 "$1/etc/machine-id"' \
     --customize-hook='rm -f "$1/var/lib/dbus/machine-id"' \
     --customize-hook='printf "APT::Install-Recommends \"false\";\n" > "$1/etc/apt/apt.conf.d/90smshare-no-recommends"' \
+    --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \
+    --customize-hook='mkdir -p "$1/etc/systemd/system/ssh.service.d" && printf "[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n" > "$1/etc/systemd/system/ssh.service.d/host-keys.conf"' \
     --customize-hook='chroot "$1" systemctl mask systemd-resolved.service systemd-timesyncd.service getty@tty1.service serial-getty@.service console-getty.service apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1 || true' \
     bookworm "$work/rootfs.tar" "deb $mirror bookworm main" >&2
 

@@ -113,9 +113,11 @@ def cmd_up(args):
         kube_nodes = [node_tier.NODE_NAME]
 
     inventory.write(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None, chart_repo)
-    generated_inventory = inventory.write_nodes(nodes)
+    node_addresses = gpu_nodes.addresses(nodes)
+    generated_inventory = inventory.write_nodes(node_addresses, gpu_nodes.ssh_key())
     overlay_dir = overlay.write(overlay.values(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None,
-                                               chart_repo), inventory.VAULT_FILE.read_text(), nodes)
+                                               chart_repo), inventory.VAULT_FILE.read_text(), node_addresses,
+                                gpu_nodes.ssh_key())
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
         # The same apiserver as GPU-node containers dial it (podman gateway).

@@ -1,4 +1,7 @@
-"""GPU nodes: podman containers from localhost/smshare-node:debian12, systemd as PID 1."""
+"""GPU nodes: podman containers from localhost/smshare-node:debian12, systemd as PID 1,
+reached by Ansible over SSH as root with the lab's own key (ssh_key()), at the
+address podman gave each (it keeps it across the container's restarts, so across
+a reboot inside it)."""
 import json
 import os
 import time
@@ -18,6 +21,8 @@ NODE_IMAGE_SCRIPT = LAB_DIR / "node-image.sh"
 STANDIN_APT_SCRIPT = LAB_DIR / "standin" / "apt" / "repo.sh"
 PROVISION_SCRIPT = LAB_DIR / "standin" / "apt" / "provision-node.sh"
 COUNT_FILE = STATE / "gpu-nodes.json"
+SSH_DIR = STATE / "ssh"
+SSH_KEY = SSH_DIR / "id_ed25519"
 # What each lab node stands in for: an HGX A100 80GB board (8 GPUs behind 6
 # NVSwitches, so Fabric Manager is needed). Its stand-in PCI tree is mounted
 # where sysfs shows the bus (the modules and the stand-in Fabric Manager read
@@ -84,6 +89,26 @@ def ensure_image():
     return False
 
 
+def ssh_key():
+    """The lab's SSH key (made once per lab state folder): its private key's path."""
+    if not SSH_KEY.is_file():
+        SSH_DIR.mkdir(parents=True, exist_ok=True)
+        SSH_DIR.chmod(0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{NAME} GPU nodes", "-f", str(SSH_KEY)])
+    return SSH_KEY
+
+
+def addresses(node_names):
+    """{name: IP address on the podman network} of running nodes."""
+    found = {}
+    for name in node_names:
+        address = podman("inspect", "--format", "{{.NetworkSettings.IPAddress}}", name, check=False).stdout.strip()
+        if not address:
+            raise LabError(f"GPU node {name} has no address on the podman network; see `podman inspect {name}`")
+        found[name] = address
+    return found
+
+
 def _systemd_up(name):
     res = podman("exec", name, "systemctl", "is-system-running", check=False)
     return res.stdout.strip() in ("running", "degraded")
@@ -134,6 +159,10 @@ def up(count):
         podman("exec", "-i", name, "sh", "-c",
                "mkdir -p /etc/nvidia-standin && cat > /etc/nvidia-standin/gpus.json",
                input_text=json.dumps(hardware(name, wanted.index(name) + 1), indent=1))
+    authorized = (ssh_key().with_suffix(".pub")).read_text()
+    for name in wanted:   # every node: a lab state folder made anew has a new key
+        podman("exec", "-i", name, "sh", "-c", "umask 077 && mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys",
+               input_text=authorized)
     COUNT_FILE.parent.mkdir(parents=True, exist_ok=True)
     COUNT_FILE.write_text(json.dumps({"count": count, "names": wanted}))
     return wanted, removed + started

@@ -7,8 +7,8 @@ lab's node image.
 
 The node is a container of its own (not one of the lab's GPU nodes, which other
 tests converge): a PCIe A100 node, no NVSwitches, the stand-in r615 driver
-installed and loaded, sshd from Debian's archive (an image made once per node
-image, kept like the node image)."""
+installed and loaded, reached over SSH with a key of its own (the node image
+has sshd, as the lab's GPU nodes do)."""
 import json
 import os
 import re
@@ -25,7 +25,6 @@ REPO = Path(__file__).resolve().parents[3]
 INSTANCE = os.environ.get("SMSHARE_LAB_INSTANCE", "0")
 IMAGE = "localhost/smshare-kai-ee:test-%s" % INSTANCE
 NODE = "smshare-lab%s-ee-node" % INSTANCE
-SSH_NODE_IMAGE = "localhost/smshare-node-ssh:debian12"
 CONTEXT = REPO / "build" / "ee-context"
 
 pytestmark = pytest.mark.slow
@@ -153,30 +152,12 @@ def start_node(image):
         time.sleep(0.5)
 
 
-def ssh_node_image():
-    """The lab's node image plus openssh-server from Debian's archive, made once per
-    node image (label) and kept in podman's storage like the node image itself."""
-    node_image = sh(["bash", "lab/node-image.sh"]).stdout.strip().splitlines()[-1]
-    node_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", node_image]).stdout.strip()
-    label = "org.smshare.node-image"
-    current = sh(["podman", "image", "inspect", "--format", '{{ index .Labels "%s" }}' % label, SSH_NODE_IMAGE],
-                 check=False).stdout.strip()
-    if current != node_id:
-        start = time.monotonic()
-        start_node(node_image)
-        sh(["podman", "exec", NODE, "sh", "-c", "export DEBIAN_FRONTEND=noninteractive; apt-get -q update >/dev/null;"
-            " apt-get -q -y install openssh-server >/dev/null; apt-get clean; rm -rf /var/lib/apt/lists/*"])
-        sh(["podman", "commit", "-q", "--change", "LABEL %s=%s" % (label, node_id), NODE, SSH_NODE_IMAGE])
-        print("\n[ee] %s made: %.0f s" % (SSH_NODE_IMAGE, time.monotonic() - start))
-    return SSH_NODE_IMAGE
-
-
 @pytest.fixture(scope="module")
 def gpu_node(tmp_path_factory):
-    """A GPU-node container (lab node image + sshd) with the stand-in driver loaded."""
+    """A GPU-node container (the lab's node image) with the stand-in driver loaded."""
     tmp = tmp_path_factory.mktemp("ee-node")
     try:
-        start_node(ssh_node_image())
+        start_node(sh(["bash", "lab/node-image.sh"]).stdout.strip().splitlines()[-1])
         driver = json.dumps({"version": "615.71.09", "branch": 615, "cuda_version": "13.4", "open": True})
         hardware = json.dumps({"gpus": [{"name": "NVIDIA A100-PCIE-80GB",
                                          "uuid": "GPU-7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
@@ -186,7 +167,7 @@ def gpu_node(tmp_path_factory):
         seed = ("set -e; mkdir -p /usr/share/nvidia-standin /run/nvidia-standin /etc/nvidia-standin;"
                 "echo '%s' > /usr/share/nvidia-standin/driver.json; cp /usr/share/nvidia-standin/driver.json"
                 " /run/nvidia-standin/loaded.json; echo '%s' > /etc/nvidia-standin/gpus.json;"
-                "mkdir -p -m 700 /root/.ssh; cat > /root/.ssh/authorized_keys; systemctl start ssh"
+                "mkdir -p -m 700 /root/.ssh; cat > /root/.ssh/authorized_keys; systemctl is-active --quiet ssh"
                 % (driver, hardware))
         key = tmp / "id_ed25519"
         sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])

@@ -33,10 +33,12 @@ VAULT = ("# Generated\nvault_smshare_registry_username: !vault |\n  $ANSIBLE_VAU
          "vault_smshare_registry_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  3232\n")
 WRITE = """
 import json, sys
+from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from smshare_lab import overlay
 facts = json.loads(sys.argv[2])
-overlay.write(overlay.values(*facts), sys.argv[3], ["smshare-lab-gpu-01", "smshare-lab-gpu-02"])
+overlay.write(overlay.values(*facts), sys.argv[3], {"smshare-lab-gpu-01": "10.88.0.11", "smshare-lab-gpu-02": "10.88.0.12"},
+              Path("/var/tmp/lab-test/ssh/id_ed25519"))
 print(json.dumps({"keys": [key for key, _why in overlay.KEYS], "dir": str(overlay.DIR), "hosts": str(overlay.HOSTS)}))
 """
 
@@ -132,7 +134,12 @@ def test_a_copy_with_the_overlay_takes_the_overlays_values_and_its_own(tmp_path,
     for key, value in shipped.items():
         if key not in values:
             assert host[key] == value, key
-    assert host["ansible_connection"] == "containers.podman.podman"
+    # The GPU nodes reached over SSH as in inventories/lab (no connection set: Ansible's ssh).
+    lab_gpu_nodes = yaml.safe_load((REPO / "inventories" / "lab" / "hosts.yml").read_text())["all"]["children"]["gpu_nodes"]
+    assert "ansible_connection" not in host and lab_gpu_nodes["vars"]["ansible_connection"] == "ssh"
+    for key in ("ansible_user", "ansible_ssh_common_args", "ansible_python_interpreter"):
+        assert host[key] == lab_gpu_nodes["vars"][key], key
+    assert host["ansible_host"] == "10.88.0.11" and host["ansible_ssh_private_key_file"] == "/var/tmp/lab-test/ssh/id_ed25519"
     # The hosts are the copy's: paths the copy derives from inventory_dir are the copy's (airgap's keyring).
     done = subprocess.run(["ansible", "localhost", "-i", str(copy), "-i", overlay["dir"], "-m", "ansible.builtin.debug",
                            "-a", "var=inventory_dir"], cwd=REPO, env=env, capture_output=True, text=True, check=False)

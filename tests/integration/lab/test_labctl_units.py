@@ -75,9 +75,13 @@ def test_generated_inventory_vars_and_vault(tmp_path, monkeypatch):
                           text=True, capture_output=True, check=False)
     assert view.returncode == 0, view.stderr
     assert "s3cret-'quote" in view.stdout
-    inventory.write_nodes(["smshare-lab3-gpu-01", "smshare-lab3-gpu-02"])
-    hosts = yaml.safe_load((tmp_path / "hosts.yml").read_text())
-    assert list(hosts["all"]["children"]["gpu_nodes"]["hosts"]) == ["smshare-lab3-gpu-01", "smshare-lab3-gpu-02"]
+    inventory.write_nodes({"smshare-lab3-gpu-02": "10.88.0.12", "smshare-lab3-gpu-01": "10.88.0.11"},
+                          tmp_path / "state" / "ssh" / "id_ed25519")
+    gpu_nodes = yaml.safe_load((tmp_path / "hosts.yml").read_text())["all"]["children"]["gpu_nodes"]
+    assert gpu_nodes["hosts"] == {"smshare-lab3-gpu-01": {"ansible_host": "10.88.0.11"},
+                                  "smshare-lab3-gpu-02": {"ansible_host": "10.88.0.12"}}
+    assert gpu_nodes["vars"] == {"ansible_ssh_private_key_file": str(tmp_path / "state" / "ssh" / "id_ed25519"),
+                                 "ansible_control_path_dir": str(tmp_path / "state" / "ssh" / "cp")}
 
 
 def test_instance_names_and_ports(monkeypatch):
