@@ -125,15 +125,17 @@ class Lab:
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
 
     def kill_api_server(self):
-        """SIGKILL the lab's kube-apiserver (a lost API server); restore_api_server() brings it back."""
+        """SIGKILL the lab's kube-apiserver (a lost API server); bring_back() brings it back."""
         pid = int((self.state_dir / "run" / "kube-apiserver.pid").read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
 
-    def restore_api_server(self):
-        """`labctl up` keeping what runs (its GPU nodes, fleet, node tier): starts what is down."""
+    def bring_back(self):
+        """`labctl up` keeping what runs (its GPU nodes, fleet, node tier): starts what is down
+        (a killed API server, a stopped GPU node) and writes the GPU nodes' addresses again
+        (a container stopped and started may get another one)."""
         proc = self.labctl("up", "--gpu-nodes", str(len(self.gpu_nodes)))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         self.kubectl("get", "--raw", "/readyz")

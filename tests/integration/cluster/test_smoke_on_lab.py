@@ -304,7 +304,7 @@ def test_a_lost_api_server_is_named_and_the_next_run_removes_the_pods_it_left(la
     try:
         out = proc.communicate(timeout=300)[0]
     finally:
-        lab.restore_api_server()
+        lab.bring_back()
     said = " ".join(out.split()).replace("''", "'")   # the play ignores the module's failure and prints it
     assert "failure: cluster" in said and "reading pod default/fraction-smoke-" in said, said[-4000:]
     assert "the test pods could not be deleted" in said and "left in the cluster; the next run deletes them before " \

@@ -722,12 +722,12 @@ def test_a_node_that_never_comes_back_from_its_reboot_fails_and_the_next_run_fin
         assert watcher.current[victim]["state"] == "upgrade-failed" and watcher.current[victim]["unschedulable"]
         assert report_of(fleet)[victim]["state"] == "upgrade-failed"
         assert lock_holder(lab) is None, "the lock is given back"
-    finally:   # the machine brought back, as its operator would
+    finally:   # the machine brought back, as its operator would (labctl up starts it, at its new address)
         mount = subprocess.run(["podman", "mount", victim], text=True, capture_output=True, check=True).stdout.strip()
         subprocess.run(["sh", "-c", f"test -e {mount}/sbin/init || mv {mount}/sbin/init.gone {mount}/sbin/init"],
                        check=True)
         subprocess.run(["podman", "umount", victim], capture_output=True, check=False)
-        subprocess.run(["podman", "start", victim], capture_output=True, check=False)
+        lab.bring_back()
     wait_until(lambda: watcher.current[victim]["ready"], 120, f"{victim} to be Ready again")
     back = watcher.current[victim]["boot"]
     again = fleet["playbook"](extra=extra, limit=[victim])

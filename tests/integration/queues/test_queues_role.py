@@ -289,7 +289,7 @@ def test_a_run_stopped_part_way_leaves_a_consistent_tree_the_next_run_completes(
             try:
                 out = run.communicate(timeout=600)[0]
             finally:
-                cluster.restore_api_server()
+                cluster.bring_back()
             assert run.returncode != 0, out
             said = flat(out)
             assert "The queues were not all applied." in said and "kubectl get --raw /readyz" in said, out
