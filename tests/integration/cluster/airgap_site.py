@@ -12,7 +12,8 @@ the mirror paths the copy composes before the converge.
 How "nothing reaches out" is proven: the converge runs under `strace -f`
 tracing connect/sendto/sendmsg, which follows every process the run starts
 (ansible, git, helm, skopeo, podman, and through podman exec the processes
-inside the GPU-node containers: apt, get_url). Every IPv4/IPv6 destination in
+inside the GPU-node containers: apt, get_url; for that the copy reaches its GPU
+nodes through the podman connection, not SSH as the lab's own hosts.yml does). Every IPv4/IPv6 destination in
 the trace must be the lab's: loopback, the podman network (GPU nodes, stand-in
 apt server), the node tier's pod subnet. Why not a network namespace: the
 lab's API server, registry and stand-in repository listen on this machine's
@@ -58,6 +59,12 @@ class AirgapSite:
         self.trace = ""
         self.inventory = site_copy(lab, tmp, "airgap")
         copy = tmp / "airgap"
+        # For this traced run only, the GPU nodes through the podman connection: strace -f then
+        # follows the processes a task starts inside them (apt, get_url) as children of podman exec.
+        # Over SSH they are children of the node's sshd, outside the trace (and a reboot restarts it).
+        hosts = yaml.safe_load((copy / "hosts.yml").read_text())
+        hosts["all"]["children"]["gpu_nodes"]["vars"]["ansible_connection"] = "containers.podman.podman"
+        (copy / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
         # The site's step: the cuda-keyring .deb where the copy's smshare_cuda_keyring_deb says.
         keyring = copy / "files" / "cuda-keyring_1.1-1_all.deb"
         keyring.parent.mkdir(parents=True, exist_ok=True)
