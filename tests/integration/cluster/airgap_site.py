@@ -63,7 +63,9 @@ class AirgapSite:
         # follows the processes a task starts inside them (apt, get_url) as children of podman exec.
         # Over SSH they are children of the node's sshd, outside the trace (and a reboot restarts it).
         hosts = yaml.safe_load((copy / "hosts.yml").read_text())
-        hosts["all"]["children"]["gpu_nodes"]["vars"]["ansible_connection"] = "containers.podman.podman"
+        gpu_nodes = hosts["all"]["children"]["gpu_nodes"]
+        gpu_nodes["vars"]["ansible_connection"] = "containers.podman.podman"
+        gpu_nodes["hosts"] = dict((name, None) for name in gpu_nodes["hosts"])   # the container, not its address
         (copy / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
         # The site's step: the cuda-keyring .deb where the copy's smshare_cuda_keyring_deb says.
         keyring = copy / "files" / "cuda-keyring_1.1-1_all.deb"
