@@ -199,6 +199,12 @@ class Apt:
 
 
 # ---------------------------------------------------------------- preferences
+# apt's `Pin: release o=/l=` names of NVIDIA's repository.
+NVIDIA_RELEASE_ORIGINS = ("NVIDIA", "NVIDIA CUDA")
+# A host name as apt shows it in `Pin: origin` (a port allowed).
+ORIGIN_HOST_NAME = r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?"
+
+
 def preference_files(folder):
     """The files apt reads: the single file beside the folder, then the folder's
     files without an extension or ending in .pref, in name order."""
@@ -286,6 +292,22 @@ def negative_pins(path, text, origins, release_origins, packages):
             found.append({"file": path, "line": fields["pin"][0], "pin": "Pin: " + fields["pin"][1],
                           "package": fields["package"][1], "priority": priority,
                           "lines": [record[0][0], record[-1][0]]})
+    return found
+
+
+def find_negative_pins(folder, origins, release_origins, packages):
+    """[(path, text, [pins])] for each preferences file apt reads from `folder`
+    (and the single file beside it) that has records negative_pins() finds."""
+    found = []
+    for path in preference_files(folder):
+        try:
+            with open(path) as handle:
+                text = handle.read()
+        except (IOError, OSError, UnicodeDecodeError):
+            continue  # apt cannot read it either
+        pins = negative_pins(path, text, origins, release_origins, packages)
+        if pins:
+            found.append((path, text, pins))
     return found
 
 

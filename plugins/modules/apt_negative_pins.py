@@ -120,18 +120,18 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.apt import (
-    negative_pins,
-    preference_files,
+    ORIGIN_HOST_NAME,
+    NVIDIA_RELEASE_ORIGINS,
+    find_negative_pins,
     without_records,
 )
 
-HOST_NAME = r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?"
 PACKAGE_PATTERN = r"[a-z0-9*?+.\[\]-]+|/[^/]+/"
 
 
 def check(params):
     def origin(name, value):
-        validate.text(name, value, example="developer.download.nvidia.com", pattern=HOST_NAME,
+        validate.text(name, value, example="developer.download.nvidia.com", pattern=ORIGIN_HOST_NAME,
                       rule="must be a host name, as apt shows it in `Pin: origin`")
 
     def release_origin(name, value):
@@ -149,24 +149,14 @@ def check(params):
                                               example="/etc/apt/preferences.d")
 
 
-def read_text(path):
-    with open(path) as handle:
-        return handle.read()
-
-
 def plan(params):
     """[(path, text before, text after or None to delete, [pins])] for every
     file that has records to remove."""
     changes = []
-    for path in preference_files(params["preferences_dir"]):
-        try:
-            before = read_text(path)
-        except (IOError, OSError, UnicodeDecodeError):
-            continue  # apt cannot read it either
-        found = negative_pins(path, before, params["origins"], params["release_origins"], params["packages"])
-        if found:
-            after, left = without_records(before, [tuple(pin["lines"]) for pin in found])
-            changes.append((path, before, after if left else None, found))
+    for path, before, found in find_negative_pins(params["preferences_dir"], params["origins"],
+                                                  params["release_origins"], params["packages"]):
+        after, left = without_records(before, [tuple(pin["lines"]) for pin in found])
+        changes.append((path, before, after if left else None, found))
     return changes
 
 
@@ -185,7 +175,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             origins=dict(type="list", elements="str", default=["developer.download.nvidia.com"]),
-            release_origins=dict(type="list", elements="str", default=["NVIDIA", "NVIDIA CUDA"]),
+            release_origins=dict(type="list", elements="str", default=list(NVIDIA_RELEASE_ORIGINS)),
             packages=dict(type="list", elements="str",
                           default=["nvidia-driver-open", "nvidia-fabricmanager", "libnvidia-nscq"]),
             preferences_dir=dict(type="path", default="/etc/apt/preferences.d"),

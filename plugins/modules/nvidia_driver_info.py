@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: nvidia_driver_info
-short_description: Read a host's NVIDIA driver state (packages, apt candidates, loaded driver, NVSwitches, services)
+short_description: Read a host's NVIDIA driver state (packages, apt candidates, loaded driver, NVSwitches, services, files)
 version_added: 0.1.0
 description:
   - Reads what a Debian-family GPU node says about its NVIDIA driver, in one call.
@@ -23,6 +23,11 @@ description:
   - NVSwitches on the PCI bus (vendor C(0x10de), class C(0x0680xx) in
     C(/sys/bus/pci/devices)), and the state of the C(nvidia-fabricmanager) and
     C(nvidia-persistenced) units.
+  - With V(preferences), the apt preferences records that give NVIDIA's repository a
+    negative priority (as M(smshare.kai.apt_negative_pins) finds them, changing nothing);
+    with V(files), the state of the files in O(paths) (type, mode, owner, a sha256 of
+    the content, the fields of a deb822 C(.sources) file). One call with every gather
+    is what the P(smshare.kai.nvidia_driver#role) role plans its steps from.
   - It never returns the text of a system file, only what it parsed.
 extends_documentation_fragment:
   - smshare.kai.attributes
@@ -35,16 +40,30 @@ options:
     type: list
     elements: str
     default: []
+  pin_origins:
+    description:
+      - "With V(preferences) in O(gather), the host names of NVIDIA's repository and its
+        mirrors whose negative pins to find (C(Pin: origin)); C(Pin: release o=NVIDIA) is always looked for."
+    type: list
+    elements: str
+    default: [developer.download.nvidia.com]
+  paths:
+    description:
+      - With V(files) in O(gather), the absolute paths to read the state of.
+    type: list
+    elements: path
+    default: []
   gather:
     description:
       - What to read; the others are left out of the result. C(nvidia-smi) can take
         seconds on a node whose GPUs are not kept initialised, so callers that only
         need packages leave V(driver) out.
       - V(packages) gives RV(installed) and RV(apt), V(driver) RV(driver),
-        V(nvswitches) RV(nvswitch_count), V(services) RV(services).
+        V(nvswitches) RV(nvswitch_count), V(services) RV(services),
+        V(preferences) RV(negative_pins), V(files) RV(files).
     type: list
     elements: str
-    choices: [packages, driver, nvswitches, services]
+    choices: [packages, driver, nvswitches, services, preferences, files]
     default: [packages, driver, nvswitches, services]
 notes:
   - RV(apt) gives each version as its Debian version (C(615.71.09-0ubuntu1)) and
@@ -135,6 +154,23 @@ services:
   type: dict
   sample: {"nvidia-fabricmanager": {"load": "loaded", "enabled": "enabled", "active": "active"},
            "nvidia-persistenced": {"load": "not-found", "enabled": null, "active": "inactive"}}
+negative_pins:
+  description: The preferences records that give NVIDIA's repository a negative priority for O(packages)
+    (or the driver's packages when O(packages) is empty).
+  returned: when O(gather) has V(preferences)
+  type: list
+  elements: dict
+  sample: [{"file": "/etc/apt/preferences.d/freeze-nvidia.pref", "line": 2, "pin": "Pin: release o=NVIDIA",
+            "package": "*", "priority": -10}]
+files:
+  description:
+    - Per path of O(paths), C(exists) and, when it does, C(type) (V(file), V(directory), V(link), V(other); a link is
+      not followed), C(mode) (octal string), C(uid), C(gid); for a file C(sha256) of its content (or C(unreadable)),
+      and for a C(.sources) file C(paragraphs), its deb822 fields.
+  returned: when O(gather) has V(files)
+  type: dict
+  sample: {"/etc/modprobe.d/blacklist-nouveau.conf": {"exists": true, "type": "file", "mode": "0644", "uid": 0,
+           "gid": 0, "sha256": "9f2c..."}, "/lib/modules/6.1.0-40-amd64/build": {"exists": false}}
 failure:
   description:
     - Name of the failure.
@@ -154,10 +190,14 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import validate
 from ansible_collections.smshare.kai.plugins.module_utils.apt import (
+    ORIGIN_HOST_NAME,
+    NVIDIA_RELEASE_ORIGINS,
     PACKAGE_NAME,
     Apt,
+    find_negative_pins,
     upstream_version,
 )
+from ansible_collections.smshare.kai.plugins.module_utils.driver_plan import file_state
 from ansible_collections.smshare.kai.plugins.module_utils.nvidia_smi import (
     NvidiaSmi,
     count_nvswitches,
@@ -171,11 +211,25 @@ DRIVER_PACKAGES = ["nvidia-driver-pinning-*", "nvidia-driver-open", "nvidia-driv
                    "nvidia-dkms-*", "nvidia-fabricmanager*", "libnvidia-nscq*", "nvidia-persistenced",
                    "cuda-keyring"]
 UNITS = ["nvidia-fabricmanager.service", "nvidia-persistenced.service"]
+# The packages whose negative pins block the driver when O(packages) names none.
+PINNED_PACKAGES = ["nvidia-driver-open", "nvidia-fabricmanager", "libnvidia-nscq"]
+PREFERENCES_DIR = "/etc/apt/preferences.d"
+GATHER = ["packages", "driver", "nvswitches", "services", "preferences", "files"]
 
 
 def check_package(name, value):
     validate.text(name, value, example="nvidia-driver-open", pattern=PACKAGE_NAME, positional=True,
                   rule="must be a Debian package name (lowercase letters, digits, '+', '-', '.')")
+
+
+def check_origin(name, value):
+    validate.text(name, value, example="developer.download.nvidia.com", pattern=ORIGIN_HOST_NAME,
+                  rule="must be a host name, as apt shows it in `Pin: origin`")
+
+
+def check_path(name, value):
+    validate.text(name, value, example="/etc/modprobe.d/blacklist-nouveau.conf", pattern=r"/.*",
+                  rule="must be an absolute path")
 
 
 def version(debian_version):
@@ -190,7 +244,7 @@ def apt_view(apt, names):
                 for name, entry in apt.policy(names).items())
 
 
-def read(module, packages, gather):
+def read(module, packages, gather, pin_origins=(), paths=()):
     result = {}
     if "driver" in gather:
         driver = NvidiaSmi(module).driver_state()
@@ -205,6 +259,13 @@ def read(module, packages, gather):
         result["apt"] = apt_view(apt, packages)
     if "nvswitches" in gather:
         result["nvswitch_count"] = count_nvswitches()
+    if "preferences" in gather:
+        found = find_negative_pins(PREFERENCES_DIR, list(pin_origins), list(NVIDIA_RELEASE_ORIGINS),
+                                   list(packages) or PINNED_PACKAGES)
+        result["negative_pins"] = [dict((k, v) for k, v in pin.items() if k != "lines")
+                                   for _path, _text, pins in found for pin in pins]
+    if "files" in gather:
+        result["files"] = dict((path, file_state(path)) for path in paths)
     return result
 
 
@@ -212,8 +273,9 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             packages=dict(type="list", elements="str", default=[]),
-            gather=dict(type="list", elements="str", choices=["packages", "driver", "nvswitches", "services"],
-                        default=["packages", "driver", "nvswitches", "services"]),
+            pin_origins=dict(type="list", elements="str", default=["developer.download.nvidia.com"]),
+            paths=dict(type="list", elements="path", default=[]),
+            gather=dict(type="list", elements="str", choices=GATHER, default=GATHER[:4]),
         ),
         supports_check_mode=True,
     )
@@ -221,7 +283,12 @@ def main():
         validate.items("packages", module.params["packages"], example="[nvidia-driver-open]", minimum=0,
                        each=check_package)
         validate.items("gather", module.params["gather"], example="[packages, driver]")
-        result = read(module, module.params["packages"], module.params["gather"])
+        validate.items("pin_origins", module.params["pin_origins"], example="[developer.download.nvidia.com]",
+                       each=check_origin)
+        validate.items("paths", module.params["paths"], example="[/etc/modprobe.d/blacklist-nouveau.conf]",
+                       minimum=0, each=check_path)
+        result = read(module, module.params["packages"], module.params["gather"],
+                      module.params["pin_origins"], module.params["paths"])
     except ToolError as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     module.exit_json(changed=False, **result)

@@ -40,3 +40,37 @@ def test_bad_package_names_are_refused_before_any_call(packages, words, monkeypa
     assert "For example: nvidia-driver-open." in result["msg"]
     for word in words:
         assert word in result["msg"]
+
+
+def test_preferences_and_files_are_read_without_apt_or_nvidia_smi(monkeypatch, tmp_path):
+    """The plan's part of the read: negative pins in the preferences folder (and the
+    single file beside it), each path's state; no tool runs, no file's text returned."""
+    prefs = tmp_path / "apt" / "preferences.d"
+    prefs.mkdir(parents=True)
+    (prefs / "freeze-nvidia.pref").write_text("Package: *\nPin: origin mirror.example.com\nPin-Priority: -10\n")
+    (tmp_path / "apt" / "preferences").write_text("Package: nvidia-*\nPin: release o=NVIDIA\nPin-Priority: -1\n")
+    (prefs / "other.pref").write_text("Package: *\nPin: origin deb.debian.org\nPin-Priority: -10\n")
+    monkeypatch.setattr(nvidia_driver_info, "PREFERENCES_DIR", str(prefs))
+    login = tmp_path / "login.conf"
+    login.write_text("machine m login u password hunter2\n")
+    result = run_case(monkeypatch, nvidia_driver_info.main, {
+        "args": {"gather": ["preferences", "files"], "pin_origins": ["mirror.example.com"],
+                 "paths": [str(login), str(tmp_path / "absent")]},
+        "expected": {"changed": False}}, tmp_path, binaries=[])
+    assert [(pin["file"].split("/")[-1], pin["priority"]) for pin in result["negative_pins"]] == \
+        [("preferences", -1), ("freeze-nvidia.pref", -10)]
+    assert result["files"][str(tmp_path / "absent")] == {"exists": False}
+    assert result["files"][str(login)]["type"] == "file" and "hunter2" not in str(result)
+    assert "installed" not in result and "driver" not in result
+
+
+@pytest.mark.parametrize("args, parameter, words", [
+    ({"gather": ["preferences"], "pin_origins": ["mirror example.com"]}, "pin_origins[0]", "host name"),
+    ({"gather": ["preferences"], "pin_origins": []}, "pin_origins", "at least"),
+    ({"gather": ["files"], "paths": ["etc/apt/auth.conf"]}, "paths[0]", "absolute path"),
+    ({"gather": ["files"], "paths": ["/etc/apt/\nauth.conf"]}, "paths[0]", "control characters"),
+], ids=["origin_with_space", "no_origin", "relative_path", "newline_in_path"])
+def test_bad_plan_inputs_are_refused_before_any_read(args, parameter, words, monkeypatch, tmp_path):
+    result = run_case(monkeypatch, nvidia_driver_info.main,
+                      {"args": args, "expected": {"failed": True, "failure": "bad_input"}}, tmp_path, binaries=[])
+    assert result["parameter"] == parameter and words in result["msg"], result["msg"]
