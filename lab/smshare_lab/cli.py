@@ -113,11 +113,10 @@ def cmd_up(args):
         kube_nodes = [node_tier.NODE_NAME]
 
     inventory.write(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None, chart_repo)
-    node_addresses = gpu_nodes.addresses(nodes)
-    generated_inventory = inventory.write_nodes(node_addresses, gpu_nodes.ssh_key())
+    node_addresses, ssh_key = gpu_nodes.addresses(nodes), gpu_nodes.ssh_key()
+    generated_inventory = inventory.write_nodes(node_addresses, ssh_key)
     overlay_dir = overlay.write(overlay.values(reg, apt_url, stand_in_forks, node_tier.facts() if kube_nodes else None,
-                                               chart_repo), inventory.VAULT_FILE.read_text(), node_addresses,
-                                gpu_nodes.ssh_key())
+                                               chart_repo), inventory.VAULT_FILE.read_text(), node_addresses, ssh_key)
     facts = {
         "state_dir": str(STATE), "kubeconfig": str(KUBECONFIG), "apiserver": pki.APISERVER_URL,
         # The same apiserver as GPU-node containers dial it (podman gateway).
