@@ -53,9 +53,10 @@ def _names(name, value):
 
 
 @_after_read
-def deployments_available(deployments, namespace, timeout, hint=""):
+def deployments_available(deployments, namespace, timeout, hint="", pods=None, events=None):
     return _readiness.deployments_available(_objects("deployments_available", deployments), str(namespace),
-                                            timeout, str(hint or ""))
+                                            timeout, str(hint or ""), _objects("deployments_available", pods),
+                                            _objects("deployments_available", events))
 
 
 @_after_read

@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.smshare.kai.plugins.module_utils import fractioning_checks
+from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks
 from ansible_collections.smshare.kai.plugins.module_utils.object_status import (
     condition_summary, conditions, daemonsets_ready, deployments_ready, nodes_condition)
 
@@ -44,10 +45,11 @@ def _missing(wanted, found):
 
 
 # ---------------------------------------------------------------- any chart release
-def deployments_available(deployments, namespace, timeout, hint=""):
+def deployments_available(deployments, namespace, timeout, hint="", pods=None, events=None):
     """Every Deployment of the release's namespace rolled out and Available (at
     least one). rows: deployments_ready's. hint ends the advice on a failure
-    (a parenthesis after `describe pod POD`)."""
+    (a parenthesis after `describe pod POD`). pods and events (the namespace's,
+    read once the wait has failed) name the image pulls that fail."""
     rows = deployments_ready(deployments)
     bad = [r for r in rows if not r["ok"]]
     look = ("Look at the pods: kubectl -n %s get pods; kubectl -n %s describe pod POD%s."
@@ -55,9 +57,40 @@ def deployments_available(deployments, namespace, timeout, hint=""):
     if not rows:
         return _result(False, rows, "No deployment in namespace %s. %s" % (namespace, look))
     if bad:
-        return _result(False, rows, "Not Available after %s s: %s. %s" % (
-            timeout, "; ".join("%s: %s" % (r["name"], r["reason"]) for r in bad), look))
+        pulls = _failing_pulls([r["name"] for r in bad], pods or [], events or [])
+        return _result(False, rows, "Not Available after %s s: %s.%s %s" % (
+            timeout, "; ".join("%s: %s" % (r["name"], r["reason"]) for r in bad),
+            " Image pulls fail: %s. Check the image and its tag, that the nodes reach the registry (its "
+            "certificate, the pull secret's login), and the registry itself; the kubelet retries the pull, so "
+            "run again once it is fixed." % "; ".join(pulls) if pulls else "", look))
     return _result(True, rows, "%d deployments Available: %s" % (len(rows), ", ".join(str(r["name"]) for r in rows)))
+
+
+def _owning_deployment(pod):
+    """The Deployment of a pod its ReplicaSet made (<deployment>-<hash>), else None."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "ReplicaSet" and "-" in (ref.get("name") or ""):
+            return ref["name"].rsplit("-", 1)[0]
+    return None
+
+
+def _failing_pulls(names, pods, events):
+    """'pod P container C: ImagePullBackOff <what the kubelet and the registry said> (failed
+    pulls: N)' for each container of the named Deployments' pods that waits on a pull."""
+    found = []
+    for pod in pods:
+        if _owning_deployment(pod) not in names:
+            continue
+        status = pod.get("status") or {}
+        name = _name(pod)
+        own = smoke_checks.events_of(pod, [e for e in events if (e.get("involvedObject") or {}).get("kind") == "Pod"
+                                           and (e.get("involvedObject") or {}).get("name") == name])
+        for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            pull = smoke_checks.pull_failure(cs, own)
+            if pull:
+                found.append("pod %s container %s: %s %s (failed pulls: %d)" % (
+                    name, cs.get("name"), pull["reason"], pull["said"], pull["tries"]))
+    return found
 
 
 def _condition_rows(obj):

@@ -846,6 +846,26 @@ NOISE = ("MissingClusterDNS",)
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
 
 
+def pull_failure(container_status, events):
+    """{reason, said, tries} when the container waits on a failed image pull, else None.
+    `events` are its pod's (events_of)."""
+    waiting = ((container_status or {}).get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") not in PULL_REASONS:
+        return None
+    # The kubelet retries a failed pull (with back-off): one failure may be the
+    # registry's hiccup; a second one is the image, the registry or the secret.
+    pulls = [e for e in events if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower()]
+    # A back-off's own message says only that it waits: the registry's answer is in the
+    # last "Failed to pull image" event (not found, 401 Unauthorized, 500 Internal Server
+    # Error), not in the "Error: ImagePullBackOff" ones after it.
+    answers = [e for e in pulls if (e.get("message") or "").startswith("Failed to pull")] or pulls
+    last = (answers[-1].get("message") or "") if answers else ""
+    said = waiting.get("message") or ""
+    if last and last not in said:
+        said = "%s; last failed pull: %s" % (said, last) if said else last
+    return {"reason": waiting.get("reason"), "said": said, "tries": sum(int(e.get("count") or 1) for e in pulls)}
+
+
 def _events_text(events):
     return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events if e.get("reason") not in NOISE]
 
@@ -929,24 +949,12 @@ def diagnose(pod, events=(), nodes=(), queues=None, podgroups=(), reservation_po
         for cs in status.get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             terminated = (cs.get("state") or {}).get("terminated") or {}
-            if waiting.get("reason") in PULL_REASONS:
-                # The kubelet retries a failed pull (with back-off): one failure may be the
-                # registry's hiccup; a second one is the image, the registry or the secret.
-                pulls = [e for e in events
-                         if e.get("reason") == "Failed" and "pull" in (e.get("message") or "").lower()]
-                tries = sum(int(e.get("count") or 1) for e in pulls)
-                # A back-off's own message says only that it waits: the registry's answer is in the
-                # last "Failed to pull image" event (not found, 401 Unauthorized, 500 Internal Server
-                # Error), not in the "Error: ImagePullBackOff" ones after it.
-                answers = [e for e in pulls if (e.get("message") or "").startswith("Failed to pull")] or pulls
-                last = (answers[-1].get("message") or "") if answers else ""
-                said = waiting.get("message") or ""
-                if last and last not in said:
-                    said = "%s; last failed pull: %s" % (said, last) if said else last
-                add("image_pull" if tries >= 2 else "image_pull_retrying",
+            pull = pull_failure(cs, events)
+            if pull:
+                add("image_pull" if pull["tries"] >= 2 else "image_pull_retrying",
                     "container %s on %s: %s %s (failed pulls: %d): check the image name, that the node "
                     "reaches the registry and the pull secret" % (
-                        cs.get("name"), node, waiting.get("reason"), said, tries))
+                        cs.get("name"), node, pull["reason"], pull["said"], pull["tries"]))
             elif waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
                 add("container_waiting", "container %s on %s: %s %s" % (cs.get("name"), node,
                                                                         waiting.get("reason"),

@@ -74,6 +74,52 @@ def test_deployments_available(deployments, namespace, hint, ok, message):
     assert [r["name"] for r in found["rows"]] == [one(d)["metadata"]["name"] for d in deployments]
 
 
+def _pod(name, owner, uid, *waiting, init=()):
+    statuses = [{"name": c, "state": {"waiting": {"reason": r, "message": m}}} for c, r, m in waiting]
+    return {"metadata": {"name": name, "uid": uid, "ownerReferences": [{"kind": "ReplicaSet", "name": owner}]},
+            "status": {"containerStatuses": statuses,
+                       "initContainerStatuses": [{"name": c, "state": {"waiting": {"reason": r, "message": m}}}
+                                                 for c, r, m in init]}}
+
+
+def _event(pod, uid, reason, message, count=1):
+    return {"involvedObject": {"kind": "Pod", "name": pod, "uid": uid}, "reason": reason, "message": message,
+            "count": count}
+
+
+BACK_OFF = 'Back-off pulling image "registry.lab:5000/kai/binder:v1"'
+ANSWER = ('Failed to pull image "registry.lab:5000/kai/binder:v1": unexpected status from GET request: '
+          '500 Internal Server Error')
+
+
+# Once the wait has failed, the role reads the namespace's pods and events: a container that
+# waits on a pull is named with the registry's answer from the pod's own last failed pull.
+def test_deployments_available_names_the_pulls_that_fail():
+    pods = [_pod("binder-7c9d-x1", "binder-7c9d", "u1", ("binder", "ImagePullBackOff", BACK_OFF)),
+            # the scheduler's new pod: its init container cannot be pulled either (no event yet)
+            _pod("scheduler-5f-a", "scheduler-5f", "u2", init=[("wait", "ErrImagePull", "401 Unauthorized")]),
+            # an Available deployment's pod, and a running one: not named
+            _pod("kai-operator-6b-z", "kai-operator-6b", "u3", ("operator", "ImagePullBackOff", "other")),
+            _pod("binder-7c9d-x2", "binder-7c9d", "u4")]
+    events = [_event("binder-7c9d-x1", "u1", "Failed", ANSWER, 2),
+              _event("binder-7c9d-x1", "u1", "Failed", "Error: ImagePullBackOff", 3),
+              # the same name's earlier pod, and another kind of object of that name
+              _event("binder-7c9d-x1", "old", "Failed", "Failed to pull image: 404 Not Found"),
+              {"involvedObject": {"kind": "ReplicaSet", "name": "binder-7c9d-x1"}, "reason": "Failed",
+               "message": "Failed to pull image: elsewhere"}]
+    found = readiness.deployments_available(objs(*MIXED), "kai-scheduler", 300, "", pods, events)
+    assert not found["ok"]
+    assert found["message"] == NOT_AVAILABLE.rstrip() + (
+        " Image pulls fail: pod binder-7c9d-x1 container binder: ImagePullBackOff %s; last failed pull: %s "
+        "(failed pulls: 5); pod scheduler-5f-a container wait: ErrImagePull 401 Unauthorized (failed pulls: 0). "
+        "Check the image and its tag, that the nodes reach the registry (its certificate, the pull secret's "
+        "login), and the registry itself; the kubelet retries the pull, so run again once it is fixed. Look at "
+        "the pods: kubectl -n kai-scheduler get pods; kubectl -n kai-scheduler describe pod POD." % (BACK_OFF, ANSWER))
+    # Without pods (before the wait failed) or with none failing: the message as before.
+    assert readiness.deployments_available(objs(*MIXED), "kai-scheduler", 300, "", pods[2:], events)["message"] \
+        == readiness.deployments_available(objs(*MIXED), "kai-scheduler", 300)["message"]
+
+
 @pytest.mark.parametrize("configs, ok, message", [
     ([], False, "kai-config (kai.scheduler/v1 Config) does not exist after 300 s: the chart's post-install hook "
                 "applies it. Read the hook job's logs in kai-scheduler and `helm status kai-scheduler -n "
