@@ -1,9 +1,13 @@
 """Uninstall on the converged lab, last in this directory (it takes KAI off):
 in the guide's order it leaves nothing, and again changes nothing; with the
 operator gone, uninstall reports the stuck finalizer and changes nothing, and
-uninstall_force clears it. Each test runs alone too (-k): the second takes KAI
-off itself when the first did not."""
+uninstall_force clears it; a `helm uninstall` cut short (its release left at
+status uninstalling, which kubernetes.core.helm skips) is finished by the next
+run. Each test runs alone too (-k): the second takes KAI off itself when the
+first did not."""
+import json
 import re
+import subprocess
 
 import pytest
 
@@ -99,3 +103,60 @@ def test_uninstall_reports_a_stuck_finalizer_and_force_clears_it(lab, kai_instal
     for node in lab.kube_nodes:
         if node_condition(lab, node) is not None:
             assert node in forced.stdout, describe(forced)
+
+
+# A release whose `helm uninstall --wait` is killed while it waits on an object's finalizer:
+# its record stays at status uninstalling. The role's releases step (pointed at that release:
+# the step is the same for both charts) finishes it; --check says so and changes nothing; the
+# run after changes nothing.
+def test_an_uninstall_cut_short_is_finished_by_the_next_run(lab, kai_install, tmp_path):
+    if releases(lab):
+        take_kai_off(lab)
+    kai_install.installed = False
+    namespace, name, hold = "smshare-uninstall-cut", "smshare-cut", "smshare.kai/test-hold"
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: smshare-cut\nversion: 0.1.0\n")
+    (chart / "templates" / "held.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [%s]\ndata: {a: b}\n" % hold)
+    helm = [str(lab.root / "lab" / "bin" / "helm"), "-n", namespace]
+    lab.kubectl("create", "namespace", namespace, check=False)
+    role = ["playbooks/uninstall.yml", "--tags", "uninstall_releases"]
+    points_at_it = {"uninstall_gpu_fractioning_release_name": name, "uninstall_gpu_fractioning_namespace": namespace}
+    try:
+        subprocess.run([*helm, "install", name, str(chart)], env=lab.env, check=True, capture_output=True)
+        cut = subprocess.Popen([*helm, "uninstall", name, "--wait", "--timeout", "600s"], env=lab.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def status():
+            out = subprocess.run([*helm, "list", "-a", "-o", "json"], env=lab.env, capture_output=True, text=True,
+                                 check=True).stdout
+            return {r["name"]: r["status"] for r in json.loads(out or "[]")}.get(name)
+
+        try:
+            wait_for("helm's uninstalling record", lambda: status() == "uninstalling", timeout=60, step=0.5)
+            wait_for("helm to wait on the held ConfigMap", lambda: (kube_json(
+                lab, "-n", namespace, "get", "configmap", "held") or {}).get("metadata", {}).get(
+                    "deletionTimestamp"), timeout=60, step=0.5)
+        finally:
+            cut.kill()
+            cut.wait()
+        lab.kubectl("-n", namespace, "patch", "configmap", "held", "--type", "json",
+                    "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
+        assert status() == "uninstalling"
+
+        check = lab.playbook(*role, "--check", "--diff", extra_vars=points_at_it)
+        assert check.returncode == 0, describe(check)
+        assert f"{namespace}/{name} is at status uninstalling" in " ".join(check.stdout.split()), describe(check)
+        assert status() == "uninstalling"
+        done = lab.playbook(*role, extra_vars=points_at_it)
+        assert done.returncode == 0, describe(done)
+        assert recap(done.stdout)["changed"] >= 1, describe(done)
+        assert status() is None
+        again = lab.playbook(*role, extra_vars=points_at_it)
+        assert again.returncode == 0 and recap(again.stdout)["changed"] == 0, describe(again)
+    finally:
+        subprocess.run([*helm, "uninstall", name], env=lab.env, capture_output=True)
+        lab.kubectl("-n", namespace, "patch", "configmap", "held", "--type", "json",
+                    "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]', check=False)
+        lab.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
