@@ -6,6 +6,7 @@ given a host driver by the driver play, shows what "both methods on one node"
 is refused as.
 """
 import base64
+import gzip
 import json
 import subprocess
 import sys
@@ -164,3 +165,61 @@ def test_install_then_upgrade_the_operator_driver(lab, operator_nodes):
     assert release_values(lab)["driver"]["version"] == "615.71.09"
     for name in operator_nodes:
         assert labels(lab, name)["nvidia.com/cuda.driver-version.full"] == "615.71.09"
+
+
+def helm_record(lab, revision):
+    return json.loads(lab.kubectl("-n", NAMESPACE, "get", "secret", f"sh.helm.release.v1.gpu-operator.v{revision}",
+                                  "-o", "json").stdout)
+
+
+def leave_pending(lab, revision):
+    """Revision `revision`'s record as a helm killed mid-upgrade leaves it: status pending-upgrade
+    in its label and in the release it stores (base64 of gzipped JSON, in the Secret's base64),
+    which is what helm reads before it refuses an upgrade. The stand-in chart has no hook or
+    wait long enough to kill a real helm in; the fork charts' test kills one
+    (test_cluster_on_lab.py::test_a_helm_killed_mid_upgrade_is_cleared_by_the_next_run)."""
+    secret = helm_record(lab, revision)
+    release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+    release["info"]["status"] = "pending-upgrade"
+    secret["data"]["release"] = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(release).encode()))).decode()
+    secret["metadata"]["labels"]["status"] = "pending-upgrade"
+    lab.kubectl("replace", "-f", "-", input_text=json.dumps(secret))
+
+
+def helm_status(lab):
+    proc = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "status", "gpu-operator", "-n", NAMESPACE,
+                           "-o", "json"], env=lab.env, capture_output=True, text=True, check=False)
+    info = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    return info.get("info", {}).get("status"), info.get("version")
+
+
+# After the test above (the release deployed at 615.71.09): an upgrade to 580.95.05 whose helm
+# was killed leaves its revision pending, and helm refuses every later upgrade. The role refuses
+# to race a helm that may still run; once the record is older than its helm timeout and a
+# minute, it clears it, upgrades once from the revision before, and the run after changes nothing.
+def test_a_pending_revision_left_by_a_killed_helm_is_cleared_by_the_next_run(lab, operator_nodes):
+    proc = run(lab, operator_nodes, "580.95.05")
+    assert proc.returncode == 0, describe(proc)
+    status, revision = helm_status(lab)
+    assert status == "deployed", status
+    leave_pending(lab, revision)
+    started = time.monotonic()
+    assert helm_status(lab) == ("pending-upgrade", revision)
+    refused = run(lab, operator_nodes, "580.95.05", gpu_operator_helm_timeout=5)
+    out = " ".join(refused.stdout.split())
+    assert refused.returncode != 0, describe(refused)
+    assert f"has pending-upgrade revision {revision} since" in out and "may still be running" in out \
+        and "Nothing was changed." in out, describe(refused)
+    assert helm_status(lab) == ("pending-upgrade", revision)
+    time.sleep(max(0.0, 66 - (time.monotonic() - started)))
+    cleared = run(lab, operator_nodes, "580.95.05", gpu_operator_helm_timeout=5)
+    out = " ".join(cleared.stdout.split())
+    assert cleared.returncode == 0, describe(cleared)
+    assert f"gpu-operator revision {revision}, pending-upgrade since" in out, describe(cleared)
+    assert helm_status(lab) == ("deployed", revision)
+    assert release_values(lab)["driver"]["version"] == "580.95.05"
+    for name in operator_nodes:
+        assert labels(lab, name)["nvidia.com/cuda.driver-version.full"] == "580.95.05"
+    again = run(lab, operator_nodes, "580.95.05")
+    assert again.returncode == 0, describe(again)
+    assert recap(again.stdout)["changed"] == 0, describe(again)
