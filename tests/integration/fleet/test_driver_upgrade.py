@@ -13,7 +13,9 @@ then resumed with a disruption budget that allows nothing on the last node
 evict there (KAI's reservation pod and a bare fraction: stopped, the pod
 named; then a bare fraction that finishes, waited for), then once more
 (nothing to do); last, one node reboots into a machine that never comes
-back (failed, named, cordoned; resumed once it is back). A watcher thread
+back (failed, named, cordoned; resumed once it is back), then moves back with
+the API server killed as it waits for validation (cordoned, its state and the
+lock kept; the next run takes the lock over and finishes it). A watcher thread
 records every Node change throughout; the assertions read it and the Nodes'
 Events, not the logs.
 """
@@ -736,3 +738,48 @@ def test_a_node_that_never_comes_back_from_its_reboot_fails_and_the_next_run_fin
     assert watcher.current[victim]["driver"].startswith(f"{branch}."), watcher.current[victim]
     assert watcher.current[victim]["boot"] == back, "the driver was loaded: no second reboot"
     assert "pod-restart-required" in watcher.states_of(victim, start)
+
+
+def test_a_lost_api_server_mid_rollout_leaves_the_node_cordoned_and_the_next_run_finishes_it(fleet):
+    """The kube-apiserver killed once the node has rebooted into its new driver and waits for
+    validation: the steps that need the API fail, and so does the rescue that would label the
+    node upgrade-failed, so the node keeps its state label, stays cordoned, and the lock stays
+    (no run can give it back without the API). Once the server is back, the next run takes the
+    lock over (its run ended on this controller), resumes the node at its state without a
+    second reboot, uncordons it and gives the lock back."""
+    lab, watcher, victim = fleet["lab"], fleet["watcher"], fleet["current"]
+    branch = 580 if watcher.current[victim]["driver"].startswith("615.") else 615
+    extra = {"driver_upgrade_branch": branch, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1,
+             "driver_upgrade_ready_timeout": 30, "driver_upgrade_agent_timeout": 30,
+             "driver_upgrade_smoke_test_timeout": 60}
+    start = time.time()
+    proc = fleet["playbook"](extra=extra, limit=[victim], background=True)
+    try:
+        reached = watcher.wait_for(victim, "validation-required", RUN_TIMEOUT, process=proc)
+        assert reached, f"{victim} never reached validation-required: {watcher.changes_of(victim, start)}"
+        lab.kill_api_server()
+        # The Node is marked validation-required as it comes back; its wait may pass before the kill.
+        at_kill = watcher.current[victim]["state"]
+        output = proc.communicate(timeout=RUN_TIMEOUT)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+        lab.bring_back()
+    assert proc.returncode != 0, output[-6000:]
+    wait_until(lambda: watcher.current[victim]["ready"], 120, f"{victim} to be Ready again")
+    assert at_kill in ("validation-required", "upgrade-done"), watcher.changes_of(victim, start)
+    assert watcher.current[victim]["state"] == at_kill, watcher.changes_of(victim, start)
+    assert watcher.current[victim]["unschedulable"], "the node stays cordoned"
+    assert watcher.current[victim]["driver"].startswith(f"{branch}."), watcher.current[victim]
+    held = lock_holder(lab)
+    assert held and f"driver_upgrade to {branch}" in held, held
+    rebooted = watcher.current[victim]["boot"]
+
+    again = fleet["playbook"](extra=extra, limit=[victim])
+    assert again.returncode == 0, describe(again)
+    assert re.search(rf"Took over the rollout lock from {re.escape(held)}: its run \(pid {proc.pid} on this machine\) "
+                     rf"has ended\.", flat(again.stdout)), describe(again)
+    assert watcher.current[victim]["state"] == "upgrade-done" and not watcher.current[victim]["unschedulable"]
+    assert watcher.current[victim]["boot"] == rebooted, "resumed at validation: no second reboot"
+    assert lock_holder(lab) is None, "the lock is given back"
