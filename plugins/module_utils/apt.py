@@ -159,6 +159,40 @@ def parse_installed(text):
     return packages
 
 
+# dpkg's status (the second letter of db:Status-Abbrev) of a package it left part way:
+# a dpkg or apt killed mid-run, or a maintainer script that failed. apt refuses to
+# install anything else until `dpkg --configure -a` / `apt-get -f install` finish them.
+UNFINISHED = {"U": "unpacked, not configured", "F": "half-configured", "H": "half-installed",
+              "W": "awaiting triggers", "t": "with triggers pending"}
+# dpkg's journal of a run it did not finish (files named by number); while it holds
+# one, apt says "dpkg was interrupted, you must manually run 'dpkg --configure -a'".
+DPKG_UPDATES_DIR = "/var/lib/dpkg/updates"
+
+
+def parse_unfinished(text):
+    """dpkg-query -W -f=DPKG_FORMAT output -> [{package, version, status}] of the packages
+    dpkg left part way (UNFINISHED, or marked reinst-required), in dpkg's order."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 3 or len(fields[0]) < 2:
+            continue
+        status = UNFINISHED.get(fields[0][1])
+        if fields[0][2:3] == "R":
+            status = (status + ", " if status else "") + "needing a reinstall"
+        if status:
+            found.append({"package": fields[1], "version": fields[2], "status": status})
+    return found
+
+
+def dpkg_interrupted(updates_dir=None):
+    """Whether dpkg's journal (DPKG_UPDATES_DIR) holds a run it did not finish."""
+    try:
+        return any(name.isdigit() for name in os.listdir(updates_dir or DPKG_UPDATES_DIR))
+    except OSError:
+        return False
+
+
 class Apt:
     """Reads dpkg's and apt's view of packages on this host."""
 
@@ -180,6 +214,14 @@ class Apt:
             raise AptError("dpkg-query failed (rc=%d): %s" % (result.rc, result.stderr.strip()),
                            result, kind="dpkg_query_failed")
         return parse_installed(result.stdout)
+
+    def unfinished(self):
+        """parse_unfinished() over every package dpkg knows."""
+        result = self._run(self.dpkg_query, ["-W", "-f=" + DPKG_FORMAT])
+        if result.rc != 0:
+            raise AptError("dpkg-query failed (rc=%d): %s" % (result.rc, result.stderr.strip()),
+                           result, kind="dpkg_query_failed")
+        return parse_unfinished(result.stdout)
 
     def policy(self, names):
         """parse_policy() of `apt-cache policy -- NAMES`; unknown names map to

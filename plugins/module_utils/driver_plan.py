@@ -5,8 +5,8 @@ read of the node (nvidia_driver_info with every gather) against what the role
 wants. A step is left out only when the read shows that every task in it
 would change nothing; a step that cannot be judged from the read is planned.
 
-    state: nvidia_driver_info's result (installed, apt, driver, nvswitch_count,
-           services, negative_pins, files)
+    state: nvidia_driver_info's result (installed, unfinished, dpkg_interrupted,
+           apt, driver, nvswitch_count, services, negative_pins, files)
     want:  what the role's variables ask for (see plan()'s keys)
     ->     {"steps": {step: [reasons]} for the steps needed, "summary": one line}
 """
@@ -19,7 +19,7 @@ import os
 import stat
 
 # The role's steps, in their order (roles/nvidia_driver/tasks/main.yml).
-STEPS = ("preferences", "repo", "pin", "kernel", "install", "verify")
+STEPS = ("repair", "preferences", "repo", "pin", "kernel", "install", "verify")
 FILE_TYPES = ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "link"))
 
 
@@ -140,6 +140,12 @@ def plan(state, want):
     installed = state.get("installed", {})
     steps = dict((step, []) for step in STEPS)
 
+    # A dpkg or apt run killed part way (this role's own install, most often): apt
+    # refuses every install until it is finished, so it goes first.
+    if state.get("dpkg_interrupted"):
+        steps["repair"].append("dpkg was interrupted (its journal in /var/lib/dpkg/updates)")
+    steps["repair"] += ["dpkg left %s %s %s" % (p["package"], p["version"], p["status"])
+                        for p in state.get("unfinished", [])]
     steps["preferences"] = ["%s line %s ('%s', Pin-Priority %s) blocks NVIDIA's repository"
                             % (pin["file"], pin["line"], pin["pin"], pin["priority"])
                             for pin in state.get("negative_pins", [])]
@@ -167,7 +173,7 @@ def plan(state, want):
         steps["install"].append("to install: " + ", ".join(versions["plan"]))
     if driver.get("state") == "mismatch":
         steps["install"].append("the driver installed is not the one loaded")
-    before = [step for step in ("preferences", "repo", "pin") if steps[step]]
+    before = [step for step in ("repair", "preferences", "repo", "pin") if steps[step]]
     if before and not steps["install"]:
         steps["install"].append("apt is read again after the %s step" % "/".join(before))
 

@@ -58,7 +58,7 @@ options:
       - What to read; the others are left out of the result. C(nvidia-smi) can take
         seconds on a node whose GPUs are not kept initialised, so callers that only
         need packages leave V(driver) out.
-      - V(packages) gives RV(installed) and RV(apt), V(driver) RV(driver),
+      - V(packages) gives RV(installed), RV(apt), RV(unfinished) and RV(dpkg_interrupted), V(driver) RV(driver),
         V(nvswitches) RV(nvswitch_count), V(services) RV(services),
         V(preferences) RV(negative_pins), V(files) RV(files).
     type: list
@@ -99,6 +99,20 @@ installed:
   type: dict
   sample: {"nvidia-driver-open": "615.71.09-1", "nvidia-driver-pinning-615": "615.71.09-1",
            "nvidia-fabricmanager": "615.71.09-2", "cuda-keyring": "1.1-1"}
+unfinished:
+  description:
+    - Every package dpkg left part way (unpacked, half-configured, half-installed, awaiting
+      triggers, or needing a reinstall), as a run of dpkg or apt killed mid-way leaves them;
+      apt refuses other installs until they are finished.
+  returned: when O(gather) has V(packages)
+  type: list
+  elements: dict
+  sample: [{"package": "nvidia-persistenced", "version": "615.71.09-1", "status": "unpacked, not configured"}]
+dpkg_interrupted:
+  description: Whether dpkg's journal (C(/var/lib/dpkg/updates)) holds a run it did not finish.
+  returned: when O(gather) has V(packages)
+  type: bool
+  sample: false
 apt:
   description:
     - Per package of O(packages), apt's view; empty when O(packages) is empty.
@@ -194,6 +208,7 @@ from ansible_collections.smshare.kai.plugins.module_utils.apt import (
     NVIDIA_RELEASE_ORIGINS,
     PACKAGE_NAME,
     Apt,
+    dpkg_interrupted,
     find_negative_pins,
     upstream_version,
 )
@@ -256,6 +271,8 @@ def read(module, packages, gather, pin_origins=(), paths=()):
     if "packages" in gather:
         apt = Apt(module)
         result["installed"] = apt.installed(DRIVER_PACKAGES + [p for p in packages if p not in DRIVER_PACKAGES])
+        result["unfinished"] = apt.unfinished()
+        result["dpkg_interrupted"] = dpkg_interrupted()
         result["apt"] = apt_view(apt, packages)
     if "nvswitches" in gather:
         result["nvswitch_count"] = count_nvswitches()

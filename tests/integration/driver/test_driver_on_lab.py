@@ -74,7 +74,12 @@ def fingerprint(node):
     ("rm /etc/modprobe.d/blacklist-nouveau.conf",
      "kernel (the nouveau blacklist: /etc/modprobe.d/blacklist-nouveau.conf is missing)"),
     ("systemctl stop nvidia-fabricmanager", "verify (nvidia-fabricmanager is enabled and inactive)"),
-], ids=["a removed pin", "a changed repository entry", "a missing blacklist", "a stopped Fabric Manager"])
+    # What an apt killed between unpacking and configuring leaves: the package unpacked, not configured.
+    ("cd /tmp && apt-get download -q nvidia-utils-615 >/dev/null && dpkg --unpack nvidia-utils-615_*.deb"
+     " >/dev/null && rm nvidia-utils-615_*.deb",
+     "repair (dpkg left nvidia-utils-615 615.71.09-"),
+], ids=["a removed pin", "a changed repository entry", "a missing blacklist", "a stopped Fabric Manager",
+        "a package left unpacked"])
 def test_drift_is_planned_and_corrected(lab, drift, plan):
     """Each kind of drift on a converged node: the plan names it, --check acts on
     nothing, the run corrects it, and the run after that has nothing to do."""

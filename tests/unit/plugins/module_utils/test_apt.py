@@ -89,6 +89,27 @@ def test_installed_keeps_only_installed_packages():
     assert apt.parse_installed(text) == {"nvidia-driver-open": "615.71.09-1"}
 
 
+def test_unfinished_names_what_dpkg_left_part_way():
+    text = ("ii \tnvidia-driver-open\t615.71.09-1\niU \tlibnvidia-nscq\t615.71.09-1\n"
+            "iF \tnvidia-fabricmanager\t615.71.09-2\nrc \told\t1\niHR\tbroken\t2\n"
+            "iW \tnvidia-persistenced\t615.71.09-1\nit \tman-db\t2.11\nun \tnever\t\nnot a line\n")
+    assert apt.parse_unfinished(text) == [
+        {"package": "libnvidia-nscq", "version": "615.71.09-1", "status": "unpacked, not configured"},
+        {"package": "nvidia-fabricmanager", "version": "615.71.09-2", "status": "half-configured"},
+        {"package": "broken", "version": "2", "status": "half-installed, needing a reinstall"},
+        {"package": "nvidia-persistenced", "version": "615.71.09-1", "status": "awaiting triggers"},
+        {"package": "man-db", "version": "2.11", "status": "with triggers pending"}]
+
+
+def test_dpkg_interrupted_reads_its_journal(tmp_path):
+    assert apt.dpkg_interrupted(str(tmp_path / "none")) is False
+    assert apt.dpkg_interrupted(str(tmp_path)) is False
+    (tmp_path / "tmp.i").write_text("")
+    assert apt.dpkg_interrupted(str(tmp_path)) is False
+    (tmp_path / "0001").write_text("")
+    assert apt.dpkg_interrupted(str(tmp_path)) is True
+
+
 FREEZE = """# Keep local packages; freeze the driver.
 Package: libc6
 Pin: release o=Debian

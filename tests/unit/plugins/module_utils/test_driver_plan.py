@@ -85,6 +85,17 @@ def mismatch(state):
                        "kernel_module_version": "580.95.05"}
 
 
+def half_installed(state):
+    """What dpkg leaves when apt is killed between unpacking and configuring a package."""
+    state["installed"].pop("nvidia-driver-open", None)
+    state["unfinished"] = [{"package": "nvidia-driver-open", "version": "580.95.05-1",
+                            "status": "unpacked, not configured"}]
+
+
+def interrupted(state):
+    state["dpkg_interrupted"] = True
+
+
 def other_sources(state):
     state["files"][SOURCES]["paragraphs"][0]["URIs"] = "https://mirror.example.com/debian12/x86_64/"
 
@@ -132,6 +143,10 @@ CASES = [
      "nvidia-persistenced is enabled and inactive"),
     ("a driver installed, not loaded", drift(mismatch), {}, ["install", "verify"],
      "the driver installed is not the one loaded"),
+    ("a package dpkg left unpacked", drift(half_installed), {}, ["repair", "install", "verify"],
+     "dpkg left nvidia-driver-open 580.95.05-1 unpacked, not configured"),
+    ("dpkg's journal of a run cut short", drift(interrupted), {}, ["repair", "install", "verify"],
+     "dpkg was interrupted (its journal in /var/lib/dpkg/updates)"),
     ("a version asked for that is not installed", converged(), {"branch": 615, "version": "615.71.09"},
      ["pin", "install", "verify"], None),
 ]

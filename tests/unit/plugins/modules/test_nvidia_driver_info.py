@@ -3,6 +3,7 @@
 (nvidia_driver_info_cases.yaml), and its bad-input table."""
 import pytest
 
+from ansible_collections.smshare.kai.plugins.module_utils import apt
 from ansible_collections.smshare.kai.plugins.module_utils import nvidia_smi
 from ansible_collections.smshare.kai.plugins.modules import nvidia_driver_info
 
@@ -13,8 +14,9 @@ ALL = ["nvidia-smi", "systemctl", "dpkg-query", "apt-cache"]
 
 @pytest.fixture(autouse=True)
 def fake_host(monkeypatch, tmp_path):
-    """The PCI bus and the loaded module's version file live under tmp_path."""
+    """The PCI bus, the loaded module's version file and dpkg's journal live under tmp_path."""
     monkeypatch.setattr(nvidia_smi, "PCI_DEVICES", str(tmp_path / "pci"))
+    monkeypatch.setattr(apt, "DPKG_UPDATES_DIR", str(tmp_path / "dpkg-updates"))
     monkeypatch.setattr(nvidia_smi, "KERNEL_MODULE_VERSION_FILE", str(tmp_path / "version"))
 
 
