@@ -2,11 +2,16 @@
 registry over oci:// at a pinned version, its stand-in scheduler placing the
 half-GPU pod and holding the gang back (the pilot passes), then the same
 scheduler with its gang rule broken (the pilot fails at step 4 and names the
-pods that started). Both runs must leave the cluster as they found it."""
+pods that started). Both runs must leave the cluster as they found it. Last, a
+second pilot is refused while one runs, and a pilot killed mid-install is
+cleaned up by the next run."""
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +125,40 @@ def test_a_scheduler_that_starts_gangs_partially_fails_the_pilot_and_it_still_cl
     assert re.search(r"9 pod\(s\), [1-9] placed within \d+s", out), describe(proc)
     assert "cleanup: removed the release kai-scheduler" in out
     assert not kai_leftovers(pilot_lab)
+
+
+def test_a_second_pilot_is_refused_and_a_killed_ones_leftovers_are_cleaned_up_by_the_next_run(pilot_lab):
+    """One pilot at a time: while one runs, a second is refused by its lock, naming it, and
+    touches none of its objects. Killed mid-install (no cleanup: its `always` never runs), it
+    leaves its namespaces, KAI's CRDs and its lock; the next run takes the lock over (its run
+    ended on this machine), cleans up first, then passes and leaves nothing."""
+    lab = pilot_lab
+    first = lab.start_playbook(PLAY)
+
+    def installing():
+        return lab.kubectl("-n", "kai-scheduler", "get", "secret", "-l", "owner=helm", "-o", "name",
+                           check=False).stdout.strip() or first.poll() is not None
+
+    try:
+        deadline = time.monotonic() + 300
+        while not installing():
+            assert time.monotonic() < deadline, "the pilot never reached its install"
+            time.sleep(0.5)
+        assert first.poll() is None, first.communicate()[0][-4000:]
+        second = lab.playbook(PLAY)
+        out = flat(second.stdout)
+        assert second.returncode != 0, describe(second)
+        assert re.search(r"holds the lock \(Lease kube-system/smshare-kai-pilot\): \S+@\S+ kai_pilot ", out), \
+            describe(second)
+        assert "namespace/gpu-trial" in kai_leftovers(lab), "the refused pilot removed the running one's namespace"
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=60)
+    assert kai_leftovers(lab), "the killed pilot left nothing to clean up"
+    again = lab.playbook(PLAY)
+    out = flat(again.stdout)
+    assert again.returncode == 0, describe(again)
+    assert "were left by a pilot whose run ended without its cleanup" in out, describe(again)
+    assert f"(pid {first.pid} on this machine) has ended" in out, describe(again)
+    assert not kai_leftovers(lab)
+    assert lab.kubectl("-n", "kube-system", "get", "lease", "smshare-kai-pilot", check=False).returncode != 0
