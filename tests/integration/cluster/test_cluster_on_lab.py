@@ -212,9 +212,9 @@ def test_failing_image_pulls_are_named_and_a_rerun_passes_once_the_registry_answ
     deployment = "binder"
     image = lab.kubectl("-n", "kai-scheduler", "get", "deployment", deployment, "-o",
                         "jsonpath={.spec.template.spec.containers[0].image}").stdout.strip()
-    host, _, path = image.partition("/")
+    host, path = image.split("/", 1)
     assert host == lab.registry.address and "@" not in path, image
-    repository, _, tag = path.rpartition(":")
+    repository, tag = path.rsplit(":", 1)
     verify = ["playbooks/kai_scheduler.yml", "--tags", "kai_scheduler_verify"]
     try:
         with unreadable(lab.registry.revision_link(repository, tag)):
