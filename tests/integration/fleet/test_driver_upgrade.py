@@ -15,7 +15,9 @@ named; then a bare fraction that finishes, waited for), then once more
 (nothing to do); last, one node reboots into a machine that never comes
 back (failed, named, cordoned; resumed once it is back), then moves back with
 the API server killed as it waits for validation (cordoned, its state and the
-lock kept; the next run takes the lock over and finishes it). A watcher thread
+lock kept; the next run takes the lock over and finishes it), and back again
+with the repository answering 404 for its kernel module package (failed,
+named; finished once the file is back). A watcher thread
 records every Node change throughout; the assertions read it and the Nodes'
 Events, not the logs.
 """
@@ -28,6 +30,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -783,3 +786,38 @@ def test_a_lost_api_server_mid_rollout_leaves_the_node_cordoned_and_the_next_run
     assert watcher.current[victim]["state"] == "upgrade-done" and not watcher.current[victim]["unschedulable"]
     assert watcher.current[victim]["boot"] == rebooted, "resumed at validation: no second reboot"
     assert lock_holder(lab) is None, "the lock is given back"
+
+
+def test_a_repository_answering_404_fails_the_node_and_the_next_run_finishes_it(fleet):
+    """The repository (a mirror missing a file) answering 404 for the branch's kernel module
+    package: apt's install fails after the drain, the node is left cordoned and upgrade-failed
+    with apt's 404 line in its reason, and the lock is given back. Once the file is served
+    again, the next run starts the node over and finishes it."""
+    lab, watcher, victim = fleet["lab"], fleet["watcher"], fleet["current"]
+    branch = 580 if watcher.current[victim]["driver"].startswith("615.") else 615
+    extra = {"driver_upgrade_branch": branch, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1}
+    folder = Path(subprocess.run(fleet["repo"] + ["build"], cwd=lab.root, env=lab.env, text=True, check=True,
+                                 capture_output=True).stdout.split()[-1])
+    hidden = [(deb, deb.with_name(deb.name + ".hidden")) for deb in folder.glob(f"*/*/nvidia-dkms-{branch}-open_*.deb")]
+    assert hidden, f"no nvidia-dkms-{branch}-open package under {folder}"
+    # The node fetches the package again (not from an earlier install's cache).
+    subprocess.run(["podman", "exec", victim, "apt-get", "clean"], check=True, capture_output=True)
+    start = time.time()
+    try:
+        for deb, aside in hidden:
+            deb.rename(aside)
+        proc = fleet["playbook"](extra=extra, limit=[victim])
+    finally:
+        for deb, aside in hidden:
+            if aside.exists():
+                aside.rename(deb)
+    assert proc.returncode != 0, describe(proc)
+    assert watcher.current[victim]["state"] == "upgrade-failed" and watcher.current[victim]["unschedulable"]
+    note = failure_note(lab, victim)
+    assert "404" in note and f"nvidia-dkms-{branch}-open" in note, note
+    assert lock_holder(lab) is None, "the lock is given back"
+    again = fleet["playbook"](extra=extra, limit=[victim])
+    assert again.returncode == 0, describe(again)
+    assert watcher.current[victim]["state"] == "upgrade-done" and not watcher.current[victim]["unschedulable"]
+    assert watcher.current[victim]["driver"].startswith(f"{branch}."), watcher.current[victim]
+    assert "upgrade-failed" in watcher.states_of(victim, start)

@@ -187,10 +187,11 @@ def leave_pending(lab, revision):
 
 
 def helm_status(lab):
-    proc = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "status", "gpu-operator", "-n", NAMESPACE,
-                           "-o", "json"], env=lab.env, capture_output=True, text=True, check=False)
-    info = json.loads(proc.stdout) if proc.returncode == 0 else {}
-    return info.get("info", {}).get("status"), info.get("version")
+    """(status, revision) of the release, as `helm list --all` shows them ((None, None) when absent)."""
+    proc = subprocess.run([str(lab.root / "lab" / "bin" / "helm"), "list", "-a", "-o", "json", "-n", NAMESPACE],
+                          env=lab.env, capture_output=True, text=True, check=True)
+    row = {r["name"]: r for r in json.loads(proc.stdout or "[]")}.get("gpu-operator", {})
+    return row.get("status"), int(row["revision"]) if row.get("revision") else None
 
 
 # After the test above (the release deployed at 615.71.09): an upgrade to 580.95.05 whose helm
