@@ -6,7 +6,7 @@ wants. A step is left out only when the read shows that every task in it
 would change nothing; a step that cannot be judged from the read is planned.
 
     state: nvidia_driver_info's result (installed, unfinished, dpkg_interrupted,
-           apt, driver, nvswitch_count, services, negative_pins, files)
+           apt, driver, nvswitch_count, services, negative_pins, files, listed_dirs)
     want:  what the role's variables ask for (see plan()'s keys)
     ->     {"steps": {step: [reasons]} for the steps needed, "summary": one line}
 """
@@ -73,6 +73,22 @@ def file_state(path):
 
 
 # ---------------------------------------------------------------- planning (on the controller)
+class _Files(object):
+    """The read's files by path: a path read, or one in a folder the read listed
+    whole (`listed_dirs`) and not found there (missing); None for a path not read."""
+
+    def __init__(self, state):
+        self.files = state.get("files", {})
+        self.listed = set(state.get("listed_dirs", []))
+
+    def get(self, path, default=None):
+        if path in self.files:
+            return self.files[path]
+        if os.path.dirname(path) in self.listed:
+            return {"exists": False}
+        return default
+
+
 def _file_differs(files, path, sha256, mode):
     """Why a file the role writes with copy (content, root:root, mode) is not as
     wanted, or None."""
@@ -136,7 +152,7 @@ def plan(state, want):
     managed), kernel_build (None: headers not managed), versions
     (nvidia_driver_versions over the same read), persistenced (bool),
     fabricmanager (auto, always, never)."""
-    files = state.get("files", {})
+    files = _Files(state)
     installed = state.get("installed", {})
     steps = dict((step, []) for step in STEPS)
 

@@ -28,6 +28,8 @@ description:
     with V(files), the state of the files in O(paths) (type, mode, owner, a sha256 of
     the content, the fields of a deb822 C(.sources) file). One call with every gather
     is what the P(smshare.kai.nvidia_driver#role) role plans its steps from.
+  - With V(host), the host facts the P(smshare.kai.nvidia_driver#role) role needs (distribution, architecture,
+    kernel, container runtime), named as Ansible's facts, so that the role runs no C(setup).
   - It never returns the text of a system file, only what it parsed.
 extends_documentation_fragment:
   - smshare.kai.attributes
@@ -50,6 +52,15 @@ options:
   paths:
     description:
       - With V(files) in O(gather), the absolute paths to read the state of.
+      - With V(host) too, the running kernel's build tree (C(/lib/modules/<release>/build)) is read as well.
+    type: list
+    elements: path
+    default: []
+  dirs:
+    description:
+      - With V(files) in O(gather), folders whose every entry is read as a path of O(paths) is; a path in
+        one of them that is not in RV(files) does not exist.
+      - For files whose names depend on the host facts this run returns (the distribution's apt sources).
     type: list
     elements: path
     default: []
@@ -60,10 +71,10 @@ options:
         need packages leave V(driver) out.
       - V(packages) gives RV(installed), RV(apt), RV(unfinished) and RV(dpkg_interrupted), V(driver) RV(driver),
         V(nvswitches) RV(nvswitch_count), V(services) RV(services),
-        V(preferences) RV(negative_pins), V(files) RV(files).
+        V(preferences) RV(negative_pins), V(files) RV(files) and RV(listed_dirs), V(host) RV(host).
     type: list
     elements: str
-    choices: [packages, driver, nvswitches, services, preferences, files]
+    choices: [packages, driver, nvswitches, services, preferences, files, host]
     default: [packages, driver, nvswitches, services]
 notes:
   - RV(apt) gives each version as its Debian version (C(615.71.09-0ubuntu1)) and
@@ -185,6 +196,22 @@ files:
   type: dict
   sample: {"/etc/modprobe.d/blacklist-nouveau.conf": {"exists": true, "type": "file", "mode": "0644", "uid": 0,
            "gid": 0, "sha256": "9f2c..."}, "/lib/modules/6.1.0-40-amd64/build": {"exists": false}}
+listed_dirs:
+  description: The folders of O(dirs) that exist (every entry of each is in RV(files)).
+  returned: when O(gather) has V(files)
+  type: list
+  elements: str
+  sample: ["/etc/apt/sources.list.d"]
+host:
+  description:
+    - The host facts the P(smshare.kai.nvidia_driver#role) role needs, named as Ansible's facts, so that it needs no
+      C(setup) run of its own. C(virtualization_type) is the container runtime (C(podman), C(docker), C(lxc), ...)
+      when the host is a container (C(virtualization_role) then C(guest)), else empty; virtual machines are not told
+      apart from hosts.
+  returned: when O(gather) has V(host)
+  type: dict
+  sample: {"distribution": "Debian", "distribution_version": "12.8", "distribution_major_version": "12",
+           "architecture": "x86_64", "kernel": "6.1.0-40-amd64", "virtualization_type": "", "virtualization_role": ""}
 failure:
   description:
     - Name of the failure.
@@ -200,6 +227,8 @@ cmd:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import validate
@@ -212,6 +241,7 @@ from ansible_collections.smshare.kai.plugins.module_utils.apt import (
     find_negative_pins,
     upstream_version,
 )
+from ansible_collections.smshare.kai.plugins.module_utils import host_facts
 from ansible_collections.smshare.kai.plugins.module_utils.driver_plan import file_state
 from ansible_collections.smshare.kai.plugins.module_utils.nvidia_smi import (
     NvidiaSmi,
@@ -229,7 +259,7 @@ UNITS = ["nvidia-fabricmanager.service", "nvidia-persistenced.service"]
 # The packages whose negative pins block the driver when O(packages) names none.
 PINNED_PACKAGES = ["nvidia-driver-open", "nvidia-fabricmanager", "libnvidia-nscq"]
 PREFERENCES_DIR = "/etc/apt/preferences.d"
-GATHER = ["packages", "driver", "nvswitches", "services", "preferences", "files"]
+GATHER = ["packages", "driver", "nvswitches", "services", "preferences", "files", "host"]
 
 
 def check_package(name, value):
@@ -259,8 +289,12 @@ def apt_view(apt, names):
                 for name, entry in apt.policy(names).items())
 
 
-def read(module, packages, gather, pin_origins=(), paths=()):
+def read(module, packages, gather, pin_origins=(), paths=(), dirs=()):
     result = {}
+    paths = list(paths)
+    if "host" in gather:
+        result["host"] = host_facts.read()
+        paths.append("/lib/modules/%s/build" % result["host"]["kernel"])
     if "driver" in gather:
         driver = NvidiaSmi(module).driver_state()
         driver["kernel_module_version"] = kernel_module_version()
@@ -282,7 +316,13 @@ def read(module, packages, gather, pin_origins=(), paths=()):
         result["negative_pins"] = [dict((k, v) for k, v in pin.items() if k != "lines")
                                    for _path, _text, pins in found for pin in pins]
     if "files" in gather:
+        for folder in dirs:
+            try:
+                paths += [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+            except OSError:
+                pass
         result["files"] = dict((path, file_state(path)) for path in paths)
+        result["listed_dirs"] = [folder for folder in dirs if os.path.isdir(folder)]
     return result
 
 
@@ -292,6 +332,7 @@ def main():
             packages=dict(type="list", elements="str", default=[]),
             pin_origins=dict(type="list", elements="str", default=["developer.download.nvidia.com"]),
             paths=dict(type="list", elements="path", default=[]),
+            dirs=dict(type="list", elements="path", default=[]),
             gather=dict(type="list", elements="str", choices=GATHER, default=GATHER[:4]),
         ),
         supports_check_mode=True,
@@ -304,8 +345,10 @@ def main():
                        each=check_origin)
         validate.items("paths", module.params["paths"], example="[/etc/modprobe.d/blacklist-nouveau.conf]",
                        minimum=0, each=check_path)
+        validate.items("dirs", module.params["dirs"], example="[/etc/apt/sources.list.d]", minimum=0,
+                       each=check_path)
         result = read(module, module.params["packages"], module.params["gather"],
-                      module.params["pin_origins"], module.params["paths"])
+                      module.params["pin_origins"], module.params["paths"], module.params["dirs"])
     except ToolError as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     module.exit_json(changed=False, **result)

@@ -166,6 +166,24 @@ def test_the_plan_names_the_steps_a_node_needs(state, keywords, steps, words):
         assert result["summary"].startswith(steps[0] + " (")
 
 
+def test_a_folder_read_whole_says_which_of_its_files_are_missing():
+    """The role reads /etc/apt/sources.list.d whole (the entries' names come from the host
+    facts of the same read): a file of that folder absent from the read does not exist,
+    and a path outside the folders read is still 'not read'."""
+    state = converged()
+    state["listed_dirs"] = ["/etc/apt/sources.list.d"]
+    for path in [p for p in state["files"] if p.startswith("/etc/apt/sources.list.d/")
+                 and not state["files"][p].get("exists")]:
+        del state["files"][path]
+    assert driver_plan.plan(state, wanted(state))["steps"] == {}
+    del state["files"][SOURCES]
+    steps = driver_plan.plan(state, wanted(state))["steps"]
+    assert steps["repo"] == ["the sources entry: %s is missing" % SOURCES], steps
+    del state["files"][BLACKLIST]
+    assert driver_plan.plan(state, wanted(state))["steps"]["kernel"] == [
+        "the nouveau blacklist: %s was not read" % BLACKLIST]
+
+
 def test_the_version_asked_for_is_what_install_gives_as_its_reason():
     state = converged()
     result = driver_plan.plan(state, wanted(state, version="580.95.05"))

@@ -76,3 +76,31 @@ def test_bad_plan_inputs_are_refused_before_any_read(args, parameter, words, mon
     result = run_case(monkeypatch, nvidia_driver_info.main,
                       {"args": args, "expected": {"failed": True, "failure": "bad_input"}}, tmp_path, binaries=[])
     assert result["parameter"] == parameter and words in result["msg"], result["msg"]
+
+
+def test_the_host_facts_and_a_folder_read_whole(monkeypatch, tmp_path):
+    """The role's one read: the host facts it needs (no setup run) with the running kernel's
+    build tree among the files, and every entry of a folder named in dirs (its entries'
+    names depend on those facts); a folder that does not exist is not listed."""
+    sources = tmp_path / "sources.list.d"
+    sources.mkdir()
+    (sources / "cuda-debian12-x86-64.sources").write_text("Types: deb\nURIs: http://mirror/\n")
+    (sources / "other.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    result = run_case(monkeypatch, nvidia_driver_info.main, {
+        "args": {"gather": ["files", "host"], "dirs": [str(sources), str(tmp_path / "absent")]},
+        "expected": {"changed": False}}, tmp_path, binaries=[])
+    host = result["host"]
+    assert set(host) == {"distribution", "distribution_version", "distribution_major_version", "architecture",
+                         "kernel", "virtualization_type", "virtualization_role"}
+    assert "/lib/modules/%s/build" % host["kernel"] in result["files"]
+    assert result["listed_dirs"] == [str(sources)]
+    assert result["files"][str(sources / "cuda-debian12-x86-64.sources")]["paragraphs"] == [
+        {"Types": "deb", "URIs": "http://mirror/"}]
+    assert result["files"][str(sources / "other.list")]["type"] == "file"
+
+
+def test_a_relative_folder_is_refused(monkeypatch, tmp_path):
+    result = run_case(monkeypatch, nvidia_driver_info.main, {
+        "args": {"gather": ["files"], "dirs": ["etc/apt"]}, "expected": {"failed": True, "failure": "bad_input"}},
+        tmp_path, binaries=[])
+    assert result["parameter"] == "dirs[0]"
