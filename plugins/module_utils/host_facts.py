@@ -16,6 +16,8 @@ import os
 import platform
 import shlex
 
+from ansible_collections.smshare.kai.plugins.module_utils.run_process import read_text
+
 # /etc/os-release ID -> Ansible's `distribution` fact (the CUDA repository's distributions).
 DISTRIBUTIONS = {"debian": "Debian", "ubuntu": "Ubuntu"}
 # PID 1's `container=` (systemd's convention: podman, docker with systemd, lxc,
@@ -63,19 +65,11 @@ def container_type(pid1_environ, existing):
     return ""
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (IOError, OSError):
-        return None
-
-
 def read():
     """The facts, as the role reads them (keys named as Ansible's facts)."""
-    release = parse_os_release(_read("/etc/os-release") or _read("/usr/lib/os-release") or "")
-    facts = distribution(release, _read("/etc/debian_version"))
-    container = container_type(_read("/proc/1/environ"), [p for p, _kind in MARKERS if os.path.exists(p)])
+    release = parse_os_release(read_text("/etc/os-release") or read_text("/usr/lib/os-release") or "")
+    facts = distribution(release, read_text("/etc/debian_version"))
+    container = container_type(read_text("/proc/1/environ"), [p for p, _kind in MARKERS if os.path.exists(p)])
     facts.update(architecture=platform.machine(), kernel=platform.release(),
                  virtualization_type=container, virtualization_role="guest" if container else "")
     return facts

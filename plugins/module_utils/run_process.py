@@ -16,7 +16,8 @@ PROGRAMS = ("ansible", "ansible-playbook")
 RECORD_RE = re.compile(r"\Aboot=([0-9a-f-]{36}) pid=([0-9]+) start=([0-9]+)\Z")
 
 
-def _read(path):
+def read_text(path):
+    """A small system file's text (undecodable bytes replaced), or None when it cannot be read."""
     try:
         with open(path, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
@@ -26,7 +27,7 @@ def _read(path):
 
 def _stat(proc, pid):
     """(parent pid, start time in clock ticks since boot) of a process, or None."""
-    text = _read(os.path.join(proc, str(pid), "stat"))
+    text = read_text(os.path.join(proc, str(pid), "stat"))
     if not text or ")" not in text:
         return None
     fields = text.rsplit(")", 1)[1].split()
@@ -37,12 +38,12 @@ def _stat(proc, pid):
 
 
 def _is_ansible(proc, pid):
-    argv = (_read(os.path.join(proc, str(pid), "cmdline")) or "").split("\0")
+    argv = (read_text(os.path.join(proc, str(pid), "cmdline")) or "").split("\0")
     return any(os.path.basename(arg) in PROGRAMS for arg in argv[:3])
 
 
 def boot_id(proc="/proc"):
-    text = (_read(os.path.join(proc, "sys", "kernel", "random", "boot_id")) or "").strip()
+    text = (read_text(os.path.join(proc, "sys", "kernel", "random", "boot_id")) or "").strip()
     return text if re.match(r"\A[0-9a-f-]{36}\Z", text) else None
 
 
