@@ -87,7 +87,7 @@ def values(registry, standin_apt_url, forks, node_tier, chart_repo_url):
              "smshare_min_containerd_version": "1.6",
              "fork_images_registry_login_tool": "buildah",
              "fork_images_build_poll_interval": 5,
-             "nvidia_driver_reboot_command": "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot",
+             "nvidia_driver_reboot_command": "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot --no-wall",
              "nvidia_driver_reboot_boot_time_command": "awk '{ print $22 }' /proc/1/stat",
              "preflight_node_checks": "{{ ['driver'] if 'gpu_nodes' in group_names else ['runtime'] }}",
              "preflight_become": False,

@@ -712,7 +712,7 @@ def test_a_node_that_never_comes_back_from_its_reboot_fails_and_the_next_run_fin
     extra = {"driver_upgrade_branch": branch, "driver_upgrade_serial": 1, "driver_upgrade_max_unavailable": 1,
              "nvidia_driver_reboot_timeout": 30,
              "nvidia_driver_reboot_command": "/bin/sh -c 'mv /sbin/init /sbin/init.gone && systemd-run --on-active=1 "
-                                             "--timer-property=AccuracySec=100ms systemctl reboot'"}
+                                             "--timer-property=AccuracySec=100ms systemctl reboot --no-wall'"}
     start = time.time()
     try:
         proc = fleet["playbook"](extra=extra, limit=[victim])

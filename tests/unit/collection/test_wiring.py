@@ -228,7 +228,7 @@ def test_the_lab_reaches_its_own_registry_mirror_and_charts():
     node = host_values("lab", "smshare-lab-gpu-01")
     registry = FAKE_LAB_VARS["smshare_lab_registry_address"]
     assert node["nvidia_driver_repo_mirror_url"] == FAKE_LAB_VARS["smshare_lab_standin_apt_url"]
-    assert node["nvidia_driver_reboot_command"] == "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot"
+    assert node["nvidia_driver_reboot_command"] == "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot --no-wall"
     assert node["preflight_node_checks"] == ["driver"] and controller["preflight_node_checks"] == ["runtime"]
     assert controller["preflight_nri_socket_path"] == "/var/tmp/smshare-lab-test/node/root/var/run/nri/nri.sock"
     assert controller["kai_scheduler_fork_dir"] == "/var/tmp/smshare-lab-test/kai-forks/KAI-Scheduler"
