@@ -15,7 +15,8 @@ timed: a no-op playbooks/driver.yml against `ansible -m setup` on the GPU nodes.
 
 With --settings it times that node side at the largest count under the
 settings that matter for a fleet (forks, strategy, fact caching, interpreter
-discovery), each against ansible.cfg as it is.
+discovery, and Mitogen's strategy where SMSHARE_BENCH_MITOGEN names its
+install, as scripts/bench.sh sets it), each against ansible.cfg as it is.
 
 Prints figures only; it never passes or fails on time. Leaves the lab up, back
 at its usual count of GPU nodes (SMSHARE_LAB_GPU_NODES, default 2).
@@ -47,8 +48,8 @@ def labctl(*args):
     return proc.stdout
 
 
-def lab_env(count):
-    labctl("up", "--nodes", "--gpu-nodes", str(count))
+def lab_env(count, node_tier=True):
+    labctl("up", *(["--nodes"] if node_tier else []), "--gpu-nodes", str(count))
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", NO_COLOR="1")
     for line in labctl("env").splitlines():
         match = re.match(r"export (\w+)=(.*)$", line)
@@ -107,6 +108,16 @@ def noop(env, path, rounds, hosts, extra_env=None, with_setup=True):
     return times, setup_times, split
 
 
+def mitogen_env():
+    """The settings that run a play under Mitogen's linear strategy, or None when it is not installed.
+    Mitogen reads host key checking from Ansible's setting, not from the inventory's ssh arguments."""
+    root = os.environ.get("SMSHARE_BENCH_MITOGEN")
+    if not root or not (Path(root) / "ansible_mitogen" / "plugins" / "strategy").is_dir():
+        return None
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(Path(root) / "ansible_mitogen" / "plugins" / "strategy"),
+            "ANSIBLE_STRATEGY": "mitogen_linear", "PYTHONPATH": root, "ANSIBLE_HOST_KEY_CHECKING": "False"}
+
+
 def fmt(times):
     return ", ".join("%.1f" % t for t in times)
 
@@ -116,6 +127,8 @@ def main():
     parser.add_argument("--counts", default="1,4,8")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--settings", action="store_true", help="also time fleet settings at the largest count")
+    parser.add_argument("--node-side", action="store_true",
+                        help="only the node side: driver.yml against setup on the GPU nodes (no node tier, no site.yml)")
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
 
@@ -129,6 +142,8 @@ def main():
 def measure(counts, args):
     rows = []
     med = statistics.median
+    if args.node_side:
+        return measure_node_side(counts, args)
     for count in counts:
         env = lab_env(count)
         seconds, out = playbook(env, "site.yml")        # converge (new nodes get the driver)
@@ -163,26 +178,63 @@ def measure(counts, args):
     print("(targets: ratio <= 3x; site growth no faster than node growth)")
 
     if args.settings:
-        count = counts[-1]
-        env = lab_env(count)
-        with tempfile.TemporaryDirectory() as cache:
-            variants = [
-                ("ansible.cfg as it is", {}),
-                ("forks=5 (Ansible's default)", {"ANSIBLE_FORKS": "5"}),
-                ("forks=32", {"ANSIBLE_FORKS": "32"}),
-                ("strategy=free", {"ANSIBLE_STRATEGY": "free"}),
-                ("interpreter set (no discovery)", {"ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3"}),
-                ("fact cache (smart, jsonfile)", {"ANSIBLE_GATHERING": "smart", "ANSIBLE_CACHE_PLUGIN": "jsonfile",
-                                                  "ANSIBLE_CACHE_PLUGIN_CONNECTION": cache,
-                                                  "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400"}),
-            ]
-            print("\nno-op playbooks/driver.yml (the part that grows with the fleet) at %d GPU nodes, "
-                  "by setting (median of %d):" % (count, args.rounds))
-            for label, extra in variants:
-                if "jsonfile" in extra.values():
-                    playbook(env, "playbooks/driver.yml", extra)        # fill the cache first
-                times = noop(env, "playbooks/driver.yml", args.rounds, "gpu_nodes", extra, with_setup=False)[0]
-                print("  %-36s %6.1f s  (%s)" % (label, med(times), fmt(times)), flush=True)
+        settings(counts[-1], args)
+
+
+def measure_node_side(counts, args):
+    """The part that grows with the fleet, alone: a converged driver.yml against setup on the GPU nodes."""
+    med = statistics.median
+    rows = []
+    for count in counts:
+        env = lab_env(count, node_tier=False)
+        seconds, out = playbook(env, "playbooks/driver.yml")
+        print("[%d GPU nodes] converge: %.0f s (changed=%d)" % (count, seconds, recap(out).get("changed", 0)), flush=True)
+        node_t, node_setup_t, _split = noop(env, "playbooks/driver.yml", args.rounds, "gpu_nodes")
+        rows.append((count, med(node_t), med(node_setup_t)))
+        print("[%d GPU nodes] no-op playbooks/driver.yml: median %.1f s (%s); setup on gpu_nodes: %.1f s (%s): %.1fx"
+              % (count, med(node_t), fmt(node_t), med(node_setup_t), fmt(node_setup_t),
+                 med(node_t) / med(node_setup_t)), flush=True)
+    print("\n%-9s %8s %8s %7s" % ("GPU nodes", "driver s", "setup s", "ratio"))
+    for count, node_s, setup_s in rows:
+        print("%-9d %8.1f %8.1f %6.1fx" % (count, node_s, setup_s, node_s / setup_s))
+    if len(rows) > 1:
+        added = rows[-1][0] - rows[0][0]
+        grow, grow_setup = (rows[-1][1] - rows[0][1]) / added, (rows[-1][2] - rows[0][2]) / added
+        print("per added GPU node: driver.yml +%.2f s, setup +%.2f s: %.1fx (target: at most 1.5x)"
+              % (grow, grow_setup, grow / grow_setup if grow_setup > 0 else float("inf")))
+    print("(target: ratio <= 2x)")
+    if args.settings:
+        settings(counts[-1], args, node_tier=False)
+
+
+def settings(count, args, node_tier=True):
+    """The node side at COUNT GPU nodes under each setting that matters for a fleet."""
+    med = statistics.median
+    env = lab_env(count, node_tier)
+    with tempfile.TemporaryDirectory() as cache:
+        variants = [
+            ("ansible.cfg as it is", {}),
+            ("forks=5 (Ansible's default)", {"ANSIBLE_FORKS": "5"}),
+            ("forks=32", {"ANSIBLE_FORKS": "32"}),
+            ("strategy=free", {"ANSIBLE_STRATEGY": "free"}),
+            ("interpreter set (no discovery)", {"ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3"}),
+            ("fact cache (smart, jsonfile)", {"ANSIBLE_GATHERING": "smart", "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+                                              "ANSIBLE_CACHE_PLUGIN_CONNECTION": cache,
+                                              "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400"}),
+        ]
+        mitogen = mitogen_env()
+        if mitogen:
+            variants.append(("Mitogen (mitogen_linear)", mitogen))
+        else:
+            print("(Mitogen not timed: set SMSHARE_BENCH_MITOGEN to where requirements/bench.txt is installed;"
+                  " scripts/bench.sh does)")
+        print("\nno-op playbooks/driver.yml (the part that grows with the fleet) at %d GPU nodes, "
+              "by setting (median of %d):" % (count, args.rounds))
+        for label, extra in variants:
+            if "jsonfile" in extra.values():
+                playbook(env, "playbooks/driver.yml", extra)        # fill the cache first
+            times = noop(env, "playbooks/driver.yml", args.rounds, "gpu_nodes", extra, with_setup=False)[0]
+            print("  %-36s %6.1f s  (%s)" % (label, med(times), fmt(times)), flush=True)
 
 
 if __name__ == "__main__":
