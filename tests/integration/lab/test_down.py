@@ -34,6 +34,20 @@ def alive(pid):
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def cni_netns():
+    return {n for n in os.listdir("/run/netns") if n.startswith("cni-")} if os.path.isdir("/run/netns") else set()
+
+
+def our_netns(node_tier, containerd_pid):
+    """The pod network namespaces of this lab: an address in its pod subnet, seen from its
+    containerd's mount namespace (where the files under /run/netns are mounted). Another
+    lab's pods (the second stream runs beside this one) come and go meanwhile."""
+    prefix = node_tier.POD_GATEWAY.rsplit(".", 1)[0] + "."
+    return {name for name in cni_netns()
+            if f" {prefix}" in subprocess.run(["nsenter", "-t", str(containerd_pid), "-m", "ip", "-n", name, "-o", "-4",
+                                              "addr", "show"], text=True, capture_output=True, check=False).stdout}
+
+
 def other_sessions(lab):
     """Live pytest sessions other than ours holding a lease on the lab (see tests/conftest.py)."""
     leases = (lab.state_dir / "sessions").glob("*")
@@ -50,19 +64,21 @@ def test_down_leaves_nothing_behind(lab):
         pytest.skip(f"other pytest sessions use the lab right now (pids {other_sessions(lab)}); "
                     "rerun when they are done")
 
-    netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    netns_before = cni_netns()
+    ours_running = set()
     if lab.node_tier:   # a running pod: shims, a network namespace, cgroups, veth on the bridge
         lab.kubectl("apply", "-f", "-", input_text=POD.format(image=node_tier.PAUSE_IMAGE))
         lab.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod/lab-down-probe", "--timeout=120s")
         assert node_tier.leftovers(), "a running pod should leave traces before down"
+        ours_running = our_netns(node_tier, (lab.state_dir / "run" / "containerd.pid").read_text().split()[0])
+        assert ours_running, "the probe pod should have a network namespace in the lab's pod subnet"
     pids = [p.read_text().split()[0] for p in (lab.state_dir / "run").glob("*.pid")]
     assert len(pids) >= 4 + (2 if lab.node_tier else 0), pids
     proc = lab.labctl("down")
     assert proc.returncode == 0, describe(proc)
 
     assert not [p for p in pids if alive(p)]
-    netns_after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-    assert not {n for n in netns_after - netns_before if n.startswith("cni-")}
+    assert not (ours_running & cni_netns()) - netns_before
     assert node_tier.leftovers() == []
     mounts = Path("/proc/self/mountinfo").read_text()
     assert f"{node_tier.LIB} " not in mounts and f"{node_tier.RUNDIR} " not in mounts
