@@ -18,3 +18,5 @@ for b in driver_rerun images_rerun lab_start cluster_rerun fleet_rollout lint_th
 done
 printf '\n===== benchmark: %s =====\n' fleet_scale
 python3 benchmarks/fleet_scale.py --settings
+printf '\n===== benchmark: %s =====\n' "fleet_scale --node-side"
+python3 benchmarks/fleet_scale.py --node-side --counts 1,8,16 --settings
