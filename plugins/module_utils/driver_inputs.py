@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
 """The nvidia_driver role's input rules that its argument_specs cannot
-express, as one function: the role checks them in one task per host (each
-assert task of its own cost a worker per host, 14 of them about 0.16 s per
-node on a no-op run), and every rule is tested here alone.
+express, as one function: the role checks them in one task per host (a
+task of its own for each rule cost a worker per host, 14 of them about 0.16 s
+per node on a no-op run), and every rule is tested here alone.
 
 problems(values) returns the messages of the rules broken, in the role's
 order; each names the variable, shows the value (never a secret), states the
