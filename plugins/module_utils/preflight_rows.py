@@ -489,8 +489,8 @@ def runtime_rows(reads, paths, nri, describe):
     the gpu_fractioning role makes to its socket), the NRI socket, NRI in the
     containerd config, MicroK8s' and k3s/RKE2's paths.
 
-    reads: what runtime.yml registered (cri, cri_target, nri: ansible.builtin.stat
-    results; microk8s, k3s: stat results of their folder and socket). paths: the
+    reads: what runtime.yml registered (smshare.kai.container_runtime_info: cri,
+    cri_target, nri, microk8s, k3s as ansible.builtin.stat results). paths: the
     role's cri_socket, cri_socket_link_target ("" for none), nri_socket,
     containerd_config, microk8s_dir, k3s_cri_socket. nri: the containerd_nri
     filter's answer for the config. describe: a stat in words (the stat_kind filter)."""
