@@ -16,10 +16,13 @@ description:
     socket (or, on MicroK8s, the link to it and the socket it points to), the NRI socket, containerd's
     version (C(containerd --version)), its configuration file, and whether MicroK8s' folder or k3s/RKE2's
     socket exist.
-  - Each path is returned as C(ansible.builtin.stat) returns it (RV(cri.stat) with C(exists), C(issock), C(islnk),
-    C(lnk_source), ...), the version as a command's C(rc), C(stdout) and C(stderr), the configuration as
-    C(ansible.builtin.slurp) returns it, so the P(smshare.kai.preflight#role) role's rows read them
-    unchanged. Nothing is judged here and nothing a path lacks fails the module.
+  - Each path is returned with the keys of C(ansible.builtin.stat) that tell what it is (RV(cri.stat) with
+    C(exists), C(issock), C(islnk), C(lnk_source), ...), the version as a command's C(rc), C(stdout) and
+    C(stderr), the configuration as C(ansible.builtin.slurp) returns it, so the P(smshare.kai.preflight#role)
+    role's rows read them unchanged. Nothing is judged here; a missing path, an unreadable configuration or a
+    binary that cannot run is reported, not failed.
+  - A path that cannot be looked at (permission denied, a symlink loop, a file where a folder should be) fails
+    with RV(failure=unreadable), naming it, as C(ansible.builtin.stat) fails.
   - The sockets and the configuration are often readable by root only (C(become)).
 extends_documentation_fragment:
   - smshare.kai.attributes
@@ -80,8 +83,8 @@ cri:
   type: dict
   contains:
     stat:
-      description: C(exists), and for a path that exists C(islnk), C(lnk_source), C(lnk_target), C(issock),
-        C(isreg), C(isdir), C(isfifo), C(ischr), C(isblk) and C(mode).
+      description: C(exists); for a path that exists C(islnk), C(issock), C(isreg), C(isdir), C(isfifo),
+        C(ischr), C(isblk) and C(mode); for a link C(lnk_source) (the path it resolves to) and C(lnk_target).
       type: dict
 cri_target:
   description: O(cri_socket_link_target) as C(ansible.builtin.stat) returns it; V({}) when it is not set.
@@ -100,8 +103,8 @@ k3s:
   returned: success
   type: dict
 containerd_version:
-  description: C(containerd --version) as a command's C(rc), C(stdout) and C(stderr); C(rc) null and C(msg)
-    when it could not be run.
+  description: C(containerd --version) as a command's C(rc), C(stdout) and C(stderr) (trailing line breaks
+    removed, as M(ansible.builtin.command) does); C(rc) null and C(msg) when it could not be run.
   returned: success
   type: dict
 containerd_config:
@@ -110,16 +113,21 @@ containerd_config:
   returned: success
   type: dict
 failure:
-  description: Name of the failure, bad_input (with RV(parameter)).
+  description: Name of the failure, bad_input (with RV(parameter)) or unreadable (with RV(path)).
   returned: failure
   type: str
 parameter:
   description: The parameter a RV(failure=bad_input) refusal is about.
   returned: failure
   type: str
+path:
+  description: The path a RV(failure=unreadable) failure is about.
+  returned: failure
+  type: str
 """
 
 import base64
+import errno
 import os
 import stat as st
 
@@ -131,12 +139,21 @@ KINDS = (("issock", st.S_ISSOCK), ("isreg", st.S_ISREG), ("isdir", st.S_ISDIR), 
          ("ischr", st.S_ISCHR), ("isblk", st.S_ISBLK))
 
 
+class Unreadable(Exception):
+    def __init__(self, path, error):
+        super(Unreadable, self).__init__("cannot look at %s: %s" % (path, error.strerror or error))
+        self.path = path
+
+
 def path_stat(path, follow):
-    """The keys of ansible.builtin.stat the preflight rows read: exists, the kind, the link's source."""
+    """The keys of ansible.builtin.stat the preflight rows read: exists, the kind, the link's source.
+    Missing is an answer; any other error fails, as stat fails."""
     try:
         found = os.stat(path) if follow else os.lstat(path)
-    except OSError:
-        return {"stat": {"exists": False}}
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return {"stat": {"exists": False}}
+        raise Unreadable(path, exc)
     info = {"exists": True, "islnk": st.S_ISLNK(found.st_mode), "mode": "%04o" % st.S_IMODE(found.st_mode)}
     for key, test in KINDS:
         info[key] = test(found.st_mode)
@@ -159,7 +176,7 @@ def version(module, binary):
         rc, out, err = module.run_command([binary, "--version"], handle_exceptions=False)
     except (IOError, OSError) as exc:
         return {"rc": None, "stdout": "", "stderr": "", "msg": "cannot run %s: %s" % (binary, exc)}
-    return {"rc": rc, "stdout": out, "stderr": err}
+    return {"rc": rc, "stdout": out.rstrip("\r\n"), "stderr": err.rstrip("\r\n")}
 
 
 def check_input(params):
@@ -189,16 +206,16 @@ def main():
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     target = params["cri_socket_link_target"] or ""
-    module.exit_json(
-        changed=False,
-        cri=path_stat(params["cri_socket"], follow=not target),
-        cri_target=path_stat(target, follow=False) if target else {},
-        nri=path_stat(params["nri_socket"], follow=False),
-        microk8s=path_stat(params["microk8s_dir"], follow=False),
-        k3s=path_stat(params["k3s_cri_socket"], follow=False),
-        containerd_version=version(module, params["containerd_binary"]),
-        containerd_config=slurp(params["containerd_config"]),
-    )
+    try:
+        paths = dict(cri=path_stat(params["cri_socket"], follow=not target),
+                     cri_target=path_stat(target, follow=False) if target else {},
+                     nri=path_stat(params["nri_socket"], follow=False),
+                     microk8s=path_stat(params["microk8s_dir"], follow=False),
+                     k3s=path_stat(params["k3s_cri_socket"], follow=False))
+    except Unreadable as exc:
+        module.fail_json(msg="%s. Run it as root (become), or fix the path." % exc, failure="unreadable", path=exc.path)
+    module.exit_json(changed=False, containerd_version=version(module, params["containerd_binary"]),
+                     containerd_config=slurp(params["containerd_config"]), **paths)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def node(tmp_path):
 
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_a_containerd_node_is_read_in_one_run(monkeypatch, node, check_mode):
-    root, args, _ = node
+    root, args = node[:2]
     done = run_module(monkeypatch, container_runtime_info.main, dict(args, _ansible_check_mode=check_mode))
     result = done.result
     assert not done.failed and result["changed"] is False
@@ -79,7 +79,7 @@ def test_microk8s_link_is_read_as_a_link_and_its_target_as_the_socket(monkeypatc
 
 
 def test_without_a_link_target_a_link_is_followed(monkeypatch, node):
-    root, args, _ = node
+    root, args = node[:2]
     link = root / "run/cri.sock"
     os.symlink(args["cri_socket"], str(link))
     done = run_module(monkeypatch, container_runtime_info.main, dict(args, cri_socket=str(link)))
@@ -87,7 +87,7 @@ def test_without_a_link_target_a_link_is_followed(monkeypatch, node):
 
 
 def test_what_is_missing_is_reported_not_failed(monkeypatch, node):
-    root, args, _ = node
+    root, args = node[:2]
     os.unlink(args["nri_socket"])
     os.unlink(args["containerd_config"])
     (root / "etc/containerd/config.toml").mkdir()           # a folder where the file should be
@@ -102,13 +102,27 @@ def test_what_is_missing_is_reported_not_failed(monkeypatch, node):
 
 
 def test_a_regular_file_is_not_a_socket(monkeypatch, node):
-    root, args, _ = node
+    root, args = node[:2]
     os.unlink(args["cri_socket"])
     (root / "run/containerd/containerd.sock").write_text("")
     done = run_module(monkeypatch, container_runtime_info.main, args)
     found = done.result["cri"]["stat"]
     assert found["exists"] and found["isreg"] and not found["issock"]
     assert found["mode"] == "%04o" % st.S_IMODE(os.stat(args["cri_socket"]).st_mode)
+
+
+def test_a_path_that_cannot_be_looked_at_fails_naming_it(monkeypatch, node):
+    """As ansible.builtin.stat: missing is an answer, anything else an error."""
+    args = node[1]
+    through_a_file = args["containerd_config"] + "/nri.sock"
+    done = run_module(monkeypatch, container_runtime_info.main, dict(args, nri_socket=through_a_file))
+    assert done.failed and done.result["failure"] == "unreadable" and done.result["path"] == through_a_file
+    assert done.result["msg"].startswith("cannot look at %s: Not a directory" % through_a_file)
+
+
+def test_the_version_line_comes_without_its_line_break(monkeypatch, node):
+    done = run_module(monkeypatch, container_runtime_info.main, node[1])
+    assert done.result["containerd_version"]["stdout"] == "containerd github.com/containerd/containerd v1.7.24 88bf19b"
 
 
 @pytest.mark.parametrize("name, value, words", [
@@ -120,7 +134,7 @@ def test_a_regular_file_is_not_a_socket(monkeypatch, node):
     ("containerd_binary", "", "must be set"),
 ])
 def test_bad_input_is_refused_before_anything_is_read(monkeypatch, node, name, value, words):
-    _, args, _ = node
+    args = node[1]
     done = run_module(monkeypatch, container_runtime_info.main, dict(args, **{name: value}))
     assert done.failed and done.result["failure"] == "bad_input"
     assert done.result["parameter"] == name and words in done.result["msg"]
