@@ -48,7 +48,8 @@ def _message(name, value, rule, example, secret=False):
 
 
 def _fullmatch(pattern, value):
-    return isinstance(value, string_types) and re.fullmatch(pattern, value) is not None
+    """Ansible's regex test: the value as text (a number from a vault variable, None as "None")."""
+    return re.fullmatch(pattern, value if isinstance(value, string_types) else str(value)) is not None
 
 
 def _passes(check, *args, **kwargs):

@@ -77,6 +77,14 @@ def test_numbers_are_read_as_jinja_s_int_filter_reads_them(value, ok):
     assert (driver_inputs.as_int(value) >= 1) is ok
 
 
+def test_values_are_read_as_text_as_ansible_s_regex_test_reads_them():
+    """A vault variable holding digits templates to a number; a version may be written unquoted."""
+    assert driver_inputs.problems(inputs(nvidia_driver_repo_mirror_url=MIRROR,
+                                         nvidia_driver_repo_mirror_username=4711,
+                                         nvidia_driver_repo_mirror_password=12345678,
+                                         nvidia_driver_version=615.71)) == []
+
+
 def test_a_keyring_deb_must_exist_on_the_controller(tmp_path):
     deb = tmp_path / "cuda-keyring_1.1-1_all.deb"
     assert driver_inputs.problems(inputs(nvidia_driver_keyring_deb=str(deb))) != []
