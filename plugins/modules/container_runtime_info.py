@@ -58,7 +58,6 @@ options:
     type: path
     default: /run/k3s/containerd/containerd.sock
 seealso:
-  - module: ansible.builtin.stat
   - module: smshare.kai.gpu_info
 author:
   - smshare.kai maintainers (@smshare)
@@ -104,7 +103,7 @@ k3s:
   type: dict
 containerd_version:
   description: C(containerd --version) as a command's C(rc), C(stdout) and C(stderr) (trailing line breaks
-    removed, as M(ansible.builtin.command) does); C(rc) null and C(msg) when it could not be run.
+    removed, as C(ansible.builtin.command) does); C(rc) null and C(msg) when it could not be run.
   returned: success
   type: dict
 containerd_config:
