@@ -52,17 +52,9 @@ def _fullmatch(pattern, value):
     return re.fullmatch(pattern, value if isinstance(value, string_types) else str(value)) is not None
 
 
-def _passes(check, *args, **kwargs):
-    try:
-        check(*args, **kwargs)
-    except validate.BadInput:
-        return False
-    return True
-
-
 def _command(values, name, rule, example):
     value = values[name]
-    if not (_passes(validate.text, name, value, example="") and value.strip()):
+    if not (validate.passes(validate.text, name, value, example="") and value.strip()):
         return _message(name, value, rule, example)
     return None
 
@@ -82,7 +74,7 @@ def _mirror(values):
                                   "nvidia_driver_repo_mirror_username and nvidia_driver_repo_mirror_password "
                                   "(a vault variable)", MIRROR_EXAMPLE))
             url_ok = False
-        elif not _passes(validate.url, name, url, example=""):
+        elif not validate.passes(validate.url, name, url, example=""):
             found.append(_message(name, url, "must be an http or https URL naming a host, without control "
                                   "characters (for NVIDIA's own repository, leave it unset)", MIRROR_EXAMPLE))
             url_ok = False
@@ -92,7 +84,7 @@ def _mirror(values):
                      "mirror %s). For example: nvidia_driver_repo_mirror_username: cuda-reader with "
                      "nvidia_driver_repo_mirror_password: \"{{ vault_cuda_mirror_password }}\". Nothing was changed."
                      % (user_set, password_set, url_set))
-    if password_set and url_set and url_ok and not _passes(validate.url, "url", url, example="", schemes=("https",)):
+    if password_set and url_set and url_ok and not validate.passes(validate.url, "url", url, example="", schemes=("https",)):
         found.append(_message("nvidia_driver_repo_mirror_url", url, "must be an https URL when "
                               "nvidia_driver_repo_mirror_password is set (over http the login would cross the "
                               "network in clear)", MIRROR_EXAMPLE))
@@ -125,7 +117,7 @@ def problems(values, is_file=os.path.isfile):
     found.extend(_mirror(values))
     if is_set(values, "nvidia_driver_keyring_deb"):
         deb = values["nvidia_driver_keyring_deb"]
-        if not (_passes(validate.text, "deb", deb, example="") and _fullmatch(r".*\.deb", deb) and is_file(deb)):
+        if not (validate.passes(validate.text, "deb", deb, example="") and _fullmatch(r".*\.deb", deb) and is_file(deb)):
             found.append(_message("nvidia_driver_keyring_deb", deb, "must be an existing .deb file on the controller",
                                   "files/cuda-keyring_1.1-1_all.deb"))
     keyring_version = values.get("nvidia_driver_keyring_version")

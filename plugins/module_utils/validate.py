@@ -60,6 +60,15 @@ def show(value):
     return repr(value)
 
 
+def passes(check, *args, **kwargs):
+    """Whether check(*args, **kwargs) accepts the value (the rule as a yes or no)."""
+    try:
+        check(*args, **kwargs)
+    except BadInput:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- text
 def has_control(value):
     return isinstance(value, string_types) and CONTROL_RE.search(value) is not None

@@ -10,37 +10,29 @@ __metaclass__ = type
 from ansible_collections.smshare.kai.plugins.module_utils import registry, validate
 
 
-def _passes(check, *args, **kwargs):
-    try:
-        check(*args, **kwargs)
-    except validate.BadInput:
-        return False
-    return True
-
-
 def safe_text(value):
     """A non-empty string without control characters or line breaks."""
-    return _passes(validate.text, "value", value, example="")
+    return validate.passes(validate.text, "value", value, example="")
 
 
 def safe_argument(value):
     """safe_text that also does not start with '-' (a positional argument)."""
-    return _passes(validate.text, "value", value, example="", positional=True)
+    return validate.passes(validate.text, "value", value, example="", positional=True)
 
 
 def absolute_path(value):
     """An absolute, normalised path (no '.', '..' or '//')."""
-    return _passes(validate.path, "value", value, example="")
+    return validate.passes(validate.path, "value", value, example="")
 
 
 def plain_url(value, schemes=("https", "http")):
     """An http(s) URL with a host and without user:password@."""
-    return _passes(validate.url, "value", value, example="", schemes=tuple(schemes))
+    return validate.passes(validate.url, "value", value, example="", schemes=tuple(schemes))
 
 
 def git_url(value):
     """A URL git can clone from, without credentials (an SSH user name is fine)."""
-    return _passes(validate.git_url, "value", value, example="")
+    return validate.passes(validate.git_url, "value", value, example="")
 
 
 def url_with_credentials(value):
@@ -50,7 +42,7 @@ def url_with_credentials(value):
 
 def qualified_name(value):
     """A Kubernetes qualified name (label key, condition type): [dns-prefix/]name of at most 63 characters."""
-    return _passes(validate.qualified_name, "value", value, example="")
+    return validate.passes(validate.qualified_name, "value", value, example="")
 
 
 def _parses(parse, value):
@@ -68,7 +60,7 @@ def registry_path(value):
 
 def image_reference(value):
     """An image reference host[:port]/path/name:tag or ...@sha256:<digest>, as the modules parse it."""
-    return _passes(registry.check_image, "value", value, "", "")
+    return validate.passes(registry.check_image, "value", value, "", "")
 
 
 class TestModule(object):
