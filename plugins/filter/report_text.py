@@ -10,6 +10,9 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.smshare.kai.plugins.module_utils.fractioning_checks import since_last  # noqa: F401 (a filter)
+from ansible_collections.smshare.kai.plugins.module_utils.text_table import text_table  # noqa: F401 (a filter)
+
 
 def stat_kind(stat):
     """What ansible.builtin.stat found, in words: socket, missing, link to X, ..."""
@@ -36,27 +39,9 @@ def value_paths(values, prefix=""):
     return paths
 
 
-def since_last(text, pattern):
-    """The lines of text from the last one matching pattern (re.search) on; all
-    lines when none matches. A log file a daemon appends to across restarts is
-    judged on its current run only."""
-    lines = (text or "").splitlines()
-    starts = [i for i, line in enumerate(lines) if re.search(pattern, line)]
-    return lines[starts[-1]:] if starts else lines
-
-
 def missing_patterns(lines, patterns):
     """The patterns (re.search) no line matches."""
     return [p for p in patterns or [] if not any(re.search(p, line) for line in lines or [])]
-
-
-def text_table(rows, columns):
-    """rows (dicts) as aligned text lines under a header; columns: keys in order."""
-    cells = [[str(c).upper() for c in columns]]
-    for row in rows or []:
-        cells.append(["" if row.get(c) is None else str(row.get(c)) for c in columns])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
 
 
 class FilterModule(object):

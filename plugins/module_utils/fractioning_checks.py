@@ -91,6 +91,15 @@ def _text_cap(line):
     return _number(match.group(1)) if match else None
 
 
+def since_last(text, pattern):
+    """The lines of text from the last one matching pattern (re.search) on; all
+    lines when none matches. A log file a daemon appends to across restarts is
+    judged on its current run only."""
+    lines = (text or "").splitlines()
+    starts = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    return lines[starts[-1]:] if starts else lines
+
+
 def mpsd_startup(lines, percentage=DEFAULT_PERCENTAGE, server=SERVER):
     """Did MPS start in multi-user mode with the default namespace capped?
     Returns {multiuser, default_cap, args (of the last `starting MPS daemon`, or

@@ -30,7 +30,7 @@ NODE_CONDITION = "gpu-fractioning.nvidia.com/Ready"
 FRACTIONING_CONFIG_MISSING = "GpuFractioningConfig not found"
 
 
-def _result(ok, rows, message):
+def result(ok, rows, message):
     return {"ok": bool(ok), "rows": rows, "message": message}
 
 
@@ -55,15 +55,15 @@ def deployments_available(deployments, namespace, timeout, hint="", pods=None, e
     look = ("Look at the pods: kubectl -n %s get pods; kubectl -n %s describe pod POD%s."
             % (namespace, namespace, " " + hint if hint else ""))
     if not rows:
-        return _result(False, rows, "No deployment in namespace %s. %s" % (namespace, look))
+        return result(False, rows, "No deployment in namespace %s. %s" % (namespace, look))
     if bad:
         pulls = _failing_pulls([r["name"] for r in bad], pods or [], events or [])
-        return _result(False, rows, "Not Available after %s s: %s.%s %s" % (
+        return result(False, rows, "Not Available after %s s: %s.%s %s" % (
             timeout, "; ".join("%s: %s" % (r["name"], r["reason"]) for r in bad),
             " Image pulls fail: %s. Check the image and its tag, that the nodes reach the registry (its "
             "certificate, the pull secret's login), and the registry itself; the kubelet retries the pull, so "
             "run again once it is fixed." % "; ".join(pulls) if pulls else "", look))
-    return _result(True, rows, "%d deployments Available: %s" % (len(rows), ", ".join(str(r["name"]) for r in rows)))
+    return result(True, rows, "%d deployments Available: %s" % (len(rows), ", ".join(str(r["name"]) for r in rows)))
 
 
 def _owning_deployment(pod):
@@ -103,15 +103,15 @@ def kai_config_deployed(configs, namespace, release, timeout):
     services). rows: the config's conditions."""
     config = (configs or [None])[0]
     if config is None:
-        return _result(False, [], (
+        return result(False, [], (
             "kai-config (kai.scheduler/v1 Config) does not exist after %s s: the chart's post-install hook applies "
             "it. Read the hook job's logs in %s and `helm status %s -n %s`." % (timeout, namespace, release, namespace)))
     rows = _condition_rows(config)
     if (conditions(config).get("Deployed") or {}).get("status") != "True":
-        return _result(False, rows, (
+        return result(False, rows, (
             "kai-config does not report Deployed=True after %s s (%s). Read the kai-operator logs: kubectl -n %s "
             "logs deploy/kai-operator." % (timeout, condition_summary(config), namespace)))
-    return _result(True, rows, "kai-config reports Deployed=True")
+    return result(True, rows, "kai-config reports Deployed=True")
 
 
 def kai_config_dependencies(configs, timeout):
@@ -121,9 +121,9 @@ def kai_config_dependencies(configs, timeout):
     rows = _condition_rows(config)
     deps = conditions(config).get("DependenciesFulfilled")
     if (deps or {}).get("status") == "True":
-        return _result(True, rows, "kai-config reports DependenciesFulfilled=True")
+        return result(True, rows, "kai-config reports DependenciesFulfilled=True")
     deps = deps or {"status": "missing", "reason": "", "message": "kai-config not found"}
-    return _result(False, rows, (
+    return result(False, rows, (
         "kai-config reports DependenciesFulfilled=%s (%s: %s) after %s s, although GpuFractioningConfig default is "
         "Ready. Read the kai-operator logs; set gpu_fractioning_check_kai_config=false where KAI-Scheduler is "
         "managed elsewhere." % (deps["status"], deps["reason"], deps["message"], timeout)))
@@ -149,8 +149,8 @@ def kai_config_sharing(configs, sharing_mode):
                         "gpu_fractioning role runs; fix what it names." % (
                             status or "missing", reason, message, FRACTIONING_CONFIG_MISSING))
     if problems:
-        return _result(False, rows, " ".join(problems))
-    return _result(True, rows, "kai-config: gpuSharingMode %s, DependenciesFulfilled=%s%s" % (
+        return result(False, rows, " ".join(problems))
+    return result(True, rows, "kai-config: gpuSharingMode %s, DependenciesFulfilled=%s%s" % (
         sharing_mode, status, " (%s: expected until the gpu_fractioning role ran)" % FRACTIONING_CONFIG_MISSING
         if waiting else ""))
 
@@ -164,10 +164,10 @@ def fractioning_daemonsets_created(daemonsets, config, components, namespace, ti
     rows = daemonsets_ready(fractioning_checks.current_daemonsets(daemonsets, config), [])
     missing = _missing(components, [r["component"] for r in rows])
     if not missing:
-        return _result(True, rows, "DaemonSets of GpuFractioningConfig default: %s" % ", ".join(
+        return result(True, rows, "DaemonSets of GpuFractioningConfig default: %s" % ", ".join(
             str(r["name"]) for r in rows))
     operator = ([_name(d) for d in operators or [] if _name(d)] or ["OPERATOR"])[0]
-    return _result(False, rows, (
+    return result(False, rows, (
         "After %s s namespace %s has no DaemonSet for %s of the current GpuFractioningConfig default (found: %s). "
         "The operator creates them: read its logs (kubectl -n %s logs deploy/%s) and the GpuFractioningConfig's "
         "conditions." % (timeout, namespace, ", ".join(missing),
@@ -192,7 +192,7 @@ def fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, 
     rows = daemonsets_ready(fractioning_checks.current_daemonsets(daemonsets, config), pods)
     bad = [r for r in rows if not r["ok"]]
     if rows and not bad:
-        return _result(True, rows, "%d DaemonSets ready: %s" % (len(rows), ", ".join(
+        return result(True, rows, "%d DaemonSets ready: %s" % (len(rows), ", ".join(
             "%s %s/%s" % (r["name"], r["ready"], r["desired"]) for r in rows)))
     parts = [_daemonset_line(row) for row in bad] or [
         "No DaemonSet of the current GpuFractioningConfig default in namespace %s." % namespace]
@@ -201,7 +201,7 @@ def fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, 
         parts.append("A mismatch usually means a node failed the NRI or CRI socket check: compare %s and %s with "
                      "those nodes (run the preflight play) and read the pod's logs (kubectl -n %s logs POD)."
                      % (cri_socket_path, nri_socket_path, namespace))
-    return _result(False, rows, " ".join(parts))
+    return result(False, rows, " ".join(parts))
 
 
 def fractioning_config_ready(configs, release, namespace, timeout, settings=None):
@@ -210,16 +210,16 @@ def fractioning_config_ready(configs, release, namespace, timeout, settings=None
     condition it recognises is named with its fix)."""
     config = (configs or [None])[0]
     if config is None:
-        return _result(False, [], (
+        return result(False, [], (
             "GpuFractioningConfig default does not exist: the chart's post-install hook creates it. Run the role "
             "again or check `helm get hooks %s -n %s`." % (release, namespace)))
     rows = _condition_rows(config)
     if (conditions(config).get("Ready") or {}).get("status") == "True":
-        return _result(True, rows, "GpuFractioningConfig default is Ready")
+        return result(True, rows, "GpuFractioningConfig default is Ready")
     symptoms = fractioning_checks.symptoms([], config, settings or {}, [])
     advice = (". ".join(s["message"] for s in symptoms) + "." if symptoms else
               "The condition that is False names the failing daemon: read its pods' logs.")
-    return _result(False, rows, "GpuFractioningConfig default is not Ready after %s s: %s. %s" % (
+    return result(False, rows, "GpuFractioningConfig default is not Ready after %s s: %s. %s" % (
         timeout, condition_summary(config), advice))
 
 
@@ -229,15 +229,15 @@ def fractioning_nodes_ready(nodes, config, timeout, condition=NODE_CONDITION):
     rows = nodes_condition(nodes, condition)
     if not rows:
         selector = ((config or {}).get("spec") or {}).get("nodeSelector") or {}
-        return _result(False, rows, "No node matches the config's nodeSelector %s: label the GPU nodes."
-                       % json.dumps(selector))
+        return result(False, rows, "No node matches the config's nodeSelector %s: label the GPU nodes."
+                      % json.dumps(selector))
     bad = [r for r in rows if not r["ok"]]
     if bad:
-        return _result(False, rows, (
+        return result(False, rows, (
             "Not ready for fractions after %s s: %s. Fractional pods are not scheduled there: read the mpsd and "
             "fractiond pods' logs on those nodes." % (timeout, "; ".join(
                 " ".join(p for p in (r["node"], r["status"], r["message"]) if p) for r in bad))))
-    return _result(True, rows, "%d node(s) report %s=True: %s" % (len(rows), condition, ", ".join(
+    return result(True, rows, "%d node(s) report %s=True: %s" % (len(rows), condition, ", ".join(
         r["node"] for r in rows)))
 
 
@@ -253,8 +253,8 @@ def driver_pods_ready(targets, ready_nodes, version, namespace, timeout, reposit
     where one does, from the driver_pod_nodes filter). rows: {node, ok} per target."""
     rows, missing = _per_target(targets, ready_nodes)
     if not missing:
-        return _result(True, rows, "A ready driver pod of %s on %s" % (version, ", ".join(targets or [])))
-    return _result(False, rows, (
+        return result(True, rows, "A ready driver pod of %s on %s" % (version, ", ".join(targets or [])))
+    return result(False, rows, (
         "After %s s no ready driver pod of %s runs on %s. See `kubectl -n %s get pods -l app=nvidia-driver-daemonset "
         "-o wide` and the pods' events: the driver image (%s/driver:%s-<os>) must exist for the nodes' OS, and the "
         "driver must build for their kernel." % (timeout, version, ", ".join(missing), namespace,
@@ -266,8 +266,8 @@ def driver_reported(targets, nodes, version):
     nvidia.com/cuda.driver-version.full=<version>). rows: {node, ok} per target."""
     rows, silent = _per_target(targets, [_name(n) for n in nodes or []])
     if not silent:
-        return _result(True, rows, "Driver %s on %s" % (version, ", ".join(targets or [])))
-    return _result(False, rows, (
+        return result(True, rows, "Driver %s on %s" % (version, ", ".join(targets or [])))
+    return result(False, rows, (
         "%s run the driver pod but do not report driver %s (label nvidia.com/cuda.driver-version.full): GPU Feature "
         "Discovery has not seen it loaded. Check the node's gpu-feature-discovery pod and `nvidia-smi` in the driver "
         "container." % (", ".join(silent), version)))
@@ -279,8 +279,8 @@ def mpsd_pods_gone(pods, namespace, timeout):
     {pod, node} per pod left."""
     rows = [{"pod": _name(p), "node": ((p or {}).get("spec") or {}).get("nodeName") or ""} for p in pods or []]
     if not rows:
-        return _result(True, rows, "No mpsd pod is left")
-    return _result(False, rows, (
+        return result(True, rows, "No mpsd pod is left")
+    return result(False, rows, (
         "%d mpsd pod(s) still run %s s after the config was deleted: %s. MPS stays on those GPUs while they run. "
         "Run uninstall again to keep waiting (they take about a minute), or look at `kubectl -n %s describe pod POD`. "
         "The releases were not uninstalled." % (len(rows), timeout, ", ".join(

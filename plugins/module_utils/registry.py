@@ -42,7 +42,7 @@ MANIFEST_ACCEPT = ', '.join((OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCK
 
 DOCKER_HUB = 'registry-1.docker.io'
 # Matched with fullmatch: a trailing newline never slips past.
-_TAG_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
+TAG_RE = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
 _DIGEST_RE = re.compile(r'sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}|'
                         r'(?!sha256:|sha512:)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}')
 _PATH_COMPONENT_RE = re.compile(r'[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*')
@@ -139,7 +139,7 @@ def parse_reference(ref):
         last = name.rsplit('/', 1)[-1]
         if ':' in last:
             name, reference = name.rsplit(':', 1)
-            if not _TAG_RE.fullmatch(reference):
+            if not TAG_RE.fullmatch(reference):
                 raise RegistryError('invalid tag %r in image reference %s' % (reference, _show_ref(ref)),
                                     'reference', image=ref)
     parts = name.split('/')

@@ -120,6 +120,15 @@ def qualified_name(parameter, value, example):
 
 
 # ---------------------------------------------------------------- numbers
+# A Kubernetes namespace's name (an RFC 1123 label).
+NAMESPACE_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+
+def namespace(parameter, value, example):
+    return text(parameter, value, example, pattern=NAMESPACE_RE, max_length=63,
+                rule="must be a namespace name (lower case letters, digits and -)")
+
+
 def integer(parameter, value, example, minimum=None, maximum=None, required=True):
     if value is None:
         if required:

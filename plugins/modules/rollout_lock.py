@@ -133,7 +133,6 @@ else:
 
 NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
 PROCESS_ANNOTATION = "smshare.kai/holder-process"
-NAMESPACE_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
 def _time(value):
@@ -255,8 +254,7 @@ def main():
     try:
         validate.text("name", params["name"], example="smshare-driver-upgrade", pattern=NAME_RE, max_length=253,
                       rule="must be a Kubernetes object name (lower case letters, digits, - and .)")
-        validate.text("namespace", params["namespace"], example="kube-system", pattern=NAMESPACE_RE, max_length=63,
-                      rule="must be a namespace name (lower case letters, digits and -)")
+        validate.namespace("namespace", params["namespace"], example="kube-system")
         validate.text("holder", params["holder"].strip() and params["holder"], max_length=253,
                       example="ops@bastion-1 driver_upgrade to 615 2026-12-04T18:00:00Z")
         validate.integer("ttl", params["ttl"], example="3600 (longer than a batch of the rollout takes)", minimum=1)
