@@ -1,0 +1,300 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Apache-2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fractioning_verify_info
+short_description: Verify an installed gpu-fractioning release in one run, waiting for each check
+version_added: 0.1.0
+description:
+  - "The install guide's step 4 checks of the fork's release, read in one module run: the API serving
+    C(GpuFractioningConfig), the config C(default) (not one being deleted), the operator's DaemonSets created
+    and ready on every node they target, the config's C(Ready) condition, the node condition
+    C(gpu-fractioning.nvidia.com/Ready) on every node the config selects, mpsd's startup lines (multi-user mode
+    and the default namespace cap, from the pod's log and the MPS control daemon's own log), each pod's image
+    against the build's, and kai-config's C(DependenciesFulfilled)."
+  - "Each check that waits polls every O(poll_interval) seconds for up to O(timeout) seconds; the checks run in
+    that order and the first that fails ends the run. A DaemonSet that is not ready is named with the guide's
+    troubleshooting row its containers' last log lines show."
+  - "Read-only. A failing check is data (RV(ok), RV(failed_check), RV(message)), not a module failure: the role
+    asserts it. The module fails only when the cluster cannot be reached or a read outside a wait fails."
+author:
+  - smshare.kai maintainers (@smshare)
+extends_documentation_fragment:
+  - smshare.kai.attributes
+  - smshare.kai.cluster_access
+attributes:
+  check_mode:
+    support: full
+    details: Reads only, in check mode too.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  namespace:
+    description: The release's namespace.
+    type: str
+    default: gpu-fractioning
+  release_name:
+    description: The release's name (named in the advice when the config is missing).
+    type: str
+    default: gpu-fractioning
+  timeout:
+    description: Seconds each waiting check waits at most.
+    type: int
+    default: 300
+  poll_interval:
+    description: Seconds between two reads of a waiting check.
+    type: int
+    default: 5
+  components:
+    description: The DaemonSets' components (label C(app.kubernetes.io/component)) the operator must create.
+    type: list
+    elements: str
+    default: [mpsd, fractiond]
+  cri_socket_path:
+    description: The CRI socket the release was given (named in the advice).
+    type: str
+    default: /run/containerd/containerd.sock
+  nri_socket_path:
+    description: The NRI socket the release was given (named in the advice).
+    type: str
+    default: /var/run/nri/nri.sock
+  node_selector:
+    description: The label selector of the GPU nodes (their GPU count sizes mpsd's memory in the advice).
+    type: str
+    default: nvidia.com/gpu.present=true
+  failure_log_lines:
+    description: The last log lines read from each daemon container that is not ready.
+    type: int
+    default: 50
+  mps_control_log:
+    description: The MPS control daemon's log file in the mpsd container.
+    type: str
+    default: /var/log/nvidia-mps/control.log
+  mps_start_pattern:
+    description: A regular expression for the line that starts a run of the MPS control daemon in its log.
+    type: str
+    default: Starting control daemon
+  default_namespace_percentage:
+    description: The default namespace's cap mpsd must log.
+    type: float
+    default: 10
+  image_base:
+    description: C(<registry>/kai-gpu-fractioning), the repository every image must be under.
+    type: str
+    required: true
+  tag:
+    description: The build's image tag.
+    type: str
+    required: true
+  manifest:
+    description: The image manifest the images role wrote (its digests are compared); none compares no digest.
+    type: dict
+  image_manifest_path:
+    description: Where that manifest is (named in the advice).
+    type: str
+    default: ""
+  mpsd_memory_limit:
+    description: mpsd's memory limit the release was given (named when mpsd runs out of memory).
+    type: str
+  gpu_operator_minimum_version:
+    description: The release's C(gpuOperator.minimumVersion) (named when the config reports the GPU Operator too old).
+    type: str
+  check_kai_config:
+    description: Also wait for kai-config (C(kai.scheduler/v1) Config) to report C(DependenciesFulfilled).
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Verify the release
+  smshare.kai.fractioning_verify_info:
+    image_base: registry.example.com:5000/kai-gpu-fractioning
+    tag: smshare-44d1d0a-af0544e
+  register: verify
+
+- name: Check every check passed
+  ansible.builtin.assert:
+    that: verify.ok
+    fail_msg: "{{ verify.message }}"
+"""
+
+RETURN = r"""
+ok:
+  description: Every check passed.
+  returned: success
+  type: bool
+failed_check:
+  description: The name of the first check that failed, none when all passed.
+  returned: success
+  type: str
+  sample: daemonsets_ready
+message:
+  description: The failing check's message (what is wrong and what to do), or every check's summary.
+  returned: success
+  type: str
+checks:
+  description:
+    - The checks that ran, in order, C(name) one of C(config_api), C(daemonsets_created), C(daemonsets_ready),
+      C(config_ready), C(nodes_ready), C(mpsd_startup), C(images), C(kai_config).
+    - C(rows) are what the check saw (DaemonSets with desired and ready, conditions, nodes, pods and images);
+      C(config_ready) also has C(summary), the config's conditions in one line.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"name": "nodes_ready", "ok": true, "message": "1 node(s) report gpu-fractioning.nvidia.com/Ready=True: gpu-1",
+            "rows": [{"node": "gpu-1", "status": "True", "reason": "", "message": "", "ok": true}]}]
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, readiness, registry, validate
+from ansible_collections.smshare.kai.plugins.module_utils.fractioning_verify import ReadError, verify
+
+try:
+    from kubernetes import client as kclient
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
+    from kubernetes.stream import stream
+except ImportError:
+    kclient = None
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+# Seconds one request may take (a stopped API server must not hold a wait past its timeout).
+REQUEST_TIMEOUT = 30
+
+
+class ClusterReader(object):
+    """The reads the verification makes, as plain objects (the API's JSON, like k8s_info's)."""
+
+    def __init__(self, api):
+        self.core = kclient.CoreV1Api(api)
+        try:
+            self.client = DynamicClient(api)
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("discovery at %s: %s" % (api.configuration.host, exc))
+
+    def api_version_of(self, kind):
+        """The group/version serving kind, the preferred version first; None if none does."""
+        try:
+            found = self.client.resources.search(kind=kind)
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("discovery of %s: %s" % (kind, exc))
+        found = sorted((not r.preferred, r.group_version) for r in found if "/" not in (r.name or ""))
+        return found[0][1] if found else None
+
+    def list(self, api_version, kind, namespace=None, name=None, label_selector=None):
+        what = "%s %s%s" % (kind, name or "", " in " + namespace if namespace else "")
+        try:
+            resource = self.client.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            raise ReadError("the cluster serves no %s in %s" % (kind, api_version))
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("discovery of %s: %s" % (kind, exc))
+        try:
+            found = resource.get(name=name, namespace=namespace if resource.namespaced else None,
+                                 label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT).to_dict()
+        except NotFoundError:
+            return []
+        except DynamicApiError as exc:
+            raise ReadError("reading %s: %s %s" % (what, exc.status, exc.reason))
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("reading %s: %s" % (what, exc))
+        return [found] if name else found.get("items") or []
+
+    def log(self, namespace, pod, container, previous=False, tail_lines=None):
+        kwargs = {"container": container, "previous": previous, "_request_timeout": REQUEST_TIMEOUT}
+        if tail_lines:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            return (self.core.read_namespaced_pod_log(pod, namespace, **kwargs) or "").splitlines()
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("logs of %s/%s (%s): %s" % (namespace, pod, container, getattr(exc, "reason", exc)))
+
+    def exec_(self, namespace, pod, container, command):
+        try:
+            resp = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
+                          container=container, stderr=True, stdin=False, stdout=True, tty=False,
+                          _preload_content=False)
+            resp.run_forever(timeout=REQUEST_TIMEOUT)
+            out = resp.read_stdout() or ""
+            resp.close()
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ReadError("exec %s in %s/%s: %s" % (" ".join(command), namespace, pod, exc))
+        return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
+            context=cluster_access.ARGUMENT_SPEC["context"],
+            namespace=dict(type="str", default="gpu-fractioning"),
+            release_name=dict(type="str", default="gpu-fractioning"),
+            timeout=dict(type="int", default=300),
+            poll_interval=dict(type="int", default=5),
+            components=dict(type="list", elements="str", default=["mpsd", "fractiond"]),
+            cri_socket_path=dict(type="str", default="/run/containerd/containerd.sock"),
+            nri_socket_path=dict(type="str", default="/var/run/nri/nri.sock"),
+            node_selector=dict(type="str", default="nvidia.com/gpu.present=true"),
+            failure_log_lines=dict(type="int", default=50),
+            mps_control_log=dict(type="str", default="/var/log/nvidia-mps/control.log"),
+            mps_start_pattern=dict(type="str", default="Starting control daemon"),
+            default_namespace_percentage=dict(type="float", default=10),
+            image_base=dict(type="str", required=True),
+            tag=dict(type="str", required=True),
+            manifest=dict(type="dict"),
+            image_manifest_path=dict(type="str", default=""),
+            mpsd_memory_limit=dict(type="str"),
+            gpu_operator_minimum_version=dict(type="str"),
+            check_kai_config=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if kclient is None:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    try:
+        validate.integer("timeout", params["timeout"], example="300 (seconds each check waits)", minimum=1)
+        validate.integer("poll_interval", params["poll_interval"], example="5 (seconds)", minimum=1)
+        validate.integer("failure_log_lines", params["failure_log_lines"], example="50", minimum=1)
+        validate.namespace("namespace", params["namespace"], example="gpu-fractioning")
+        validate.text("image_base", params["image_base"], example="registry.example.com:5000/kai-gpu-fractioning",
+                      pattern=r"[^\s@]+[^\s@/]", rule="must be a repository prefix, without spaces, digest or final /")
+        validate.text("tag", params["tag"], example="smshare-44d1d0a-af0544e", pattern=registry.TAG_RE,
+                      rule="must be an image tag (letters, digits, _ . -; at most 128)")
+        validate.items("components", params["components"], example="[mpsd, fractiond]")
+        if not 0 < params["default_namespace_percentage"] <= 100:
+            raise validate.BadInput("default_namespace_percentage", params["default_namespace_percentage"],
+                                    "must be a percentage above 0, at most 100", "10")
+    except validate.BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
+    settings = dict(params, release=params["release_name"], symptom_settings={
+        "mpsd_memory_limit": params["mpsd_memory_limit"], "nri_socket_path": params["nri_socket_path"],
+        "cri_socket_path": params["cri_socket_path"],
+        "gpu_operator_minimum_version": params["gpu_operator_minimum_version"]})
+    percentage = params["default_namespace_percentage"]
+    settings["default_namespace_percentage"] = int(percentage) if percentage == int(percentage) else percentage
+    try:
+        reader = ClusterReader(cluster_access.api_client(params["kubeconfig"], params["context"]))
+        result = verify(reader, settings)
+    except cluster_access.AccessError as exc:
+        module.fail_json(msg=str(exc), failure="cluster")
+    except ReadError as exc:
+        module.fail_json(msg=readiness.after_failed_read({}, " ".join(str(exc).split()))["message"], failure="cluster")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+# Apache-2.0
+"""The fractioning release's verification in one pass (module_utils/fractioning_verify.py),
+over a converged release read from the lab (fixtures/fractioning_verify/converged.json:
+the objects, mpsd's two logs and the image manifest) and that release broken one way at
+a time. A fake clock: each wait's polls and timeout are counted, not slept."""
+import copy
+import json
+from pathlib import Path
+
+from ansible_collections.smshare.kai.plugins.module_utils import fractioning_verify
+from ansible_collections.smshare.kai.plugins.module_utils.fractioning_verify import ReadError, verify
+
+CONVERGED = json.loads((Path(__file__).parent / "fixtures" / "fractioning_verify" / "converged.json").read_text())
+API = "gpu-fractioning.kai.scheduler/v1alpha1"
+BASE = "127.0.0.1:5443/kai-fork/kai-gpu-fractioning"
+SETTINGS = {
+    "namespace": "gpu-fractioning", "release": "gpu-fractioning", "timeout": 30, "poll_interval": 5,
+    "components": ["mpsd", "fractiond"], "cri_socket_path": "/run/containerd/containerd.sock",
+    "nri_socket_path": "/var/run/nri/nri.sock", "node_selector": "nvidia.com/gpu.present=true",
+    "failure_log_lines": 50, "mps_control_log": "/var/log/nvidia-mps/control.log",
+    "mps_start_pattern": "Starting control daemon", "default_namespace_percentage": 10,
+    "image_base": BASE, "tag": CONVERGED["manifest"]["tag"], "manifest": CONVERGED["manifest"],
+    "image_manifest_path": "/var/tmp/smshare/fork_images_manifest.json", "check_kai_config": True,
+    "symptom_settings": {"mpsd_memory_limit": "", "nri_socket_path": "/var/run/nri/nri.sock",
+                         "cri_socket_path": "/run/containerd/containerd.sock",
+                         "gpu_operator_minimum_version": "v26.7.1"},
+}
+
+
+def _matches(obj, selector):
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in (term.split("=", 1) for term in (selector or "").split(",") if term))
+
+
+class Lab(object):
+    """The reads over a copy of the recorded release; `states` replaces it after each read
+    of a kind (a release settling over the polls), `fail` makes reads fail."""
+
+    def __init__(self, **changes):
+        self.objects = copy.deepcopy(CONVERGED)
+        self.objects.update(changes)
+        self.api = API
+        self.reads, self.logs, self.execs = [], [], []
+        self.fail = set()
+        self.states = {}        # kind -> [objects per read]; the last one stays
+        self.now = 0.0
+
+    # the clock
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    # the reader
+    def api_version_of(self, kind):
+        assert kind == "GpuFractioningConfig"
+        return self.api
+
+    def list(self, api_version, kind, namespace=None, name=None, label_selector=None):
+        self.reads.append(kind)
+        if kind in self.fail:
+            raise ReadError("reading %s: connection refused" % kind)
+        if kind in self.states:
+            found = self.states[kind][0] if len(self.states[kind]) == 1 else self.states[kind].pop(0)
+        else:
+            found = {"GpuFractioningConfig": [self.objects["config"]] if self.objects["config"] else [],
+                     "DaemonSet": self.objects["daemonsets"], "Pod": self.objects["pods"],
+                     "Node": self.objects["nodes"], "Deployment": [],
+                     "Config": [self.objects["kai_config"]]}[kind]
+        return [copy.deepcopy(o) for o in found if _matches(o, label_selector)]
+
+    def log(self, namespace, pod, container, previous=False, tail_lines=None):
+        self.logs.append((pod, container, previous, tail_lines))
+        return self.objects.get("logs", {}).get((pod, container, previous), self.objects["mpsd_log"])
+
+    def exec_(self, namespace, pod, container, command):
+        self.execs.append((pod, command))
+        if "exec" in self.fail:
+            raise ReadError("exec: no such container")
+        return self.objects["mps_control_log"]
+
+
+def run(lab, **settings):
+    return verify(lab, dict(SETTINGS, **settings), sleep=lab.sleep, clock=lab.clock)
+
+
+def by_name(result):
+    return {c["name"]: c for c in result["checks"]}
+
+
+def pod_named(lab, part):
+    return [p for p in lab.objects["pods"] if part in p["metadata"]["name"]][0]
+
+
+def test_the_converged_release_passes_every_check_in_one_read_each():
+    lab = Lab()
+    result = run(lab)
+    assert result["ok"] and result["failed_check"] is None, result["message"]
+    assert [c["name"] for c in result["checks"]] == list(fractioning_verify.CHECKS)
+    # One read per wait, the pods once, the config twice (exists, then Ready); no sleep.
+    assert lab.reads == ["GpuFractioningConfig", "DaemonSet", "DaemonSet", "Pod", "GpuFractioningConfig", "Node",
+                         "Config"] and lab.now == 0
+    mpsd = pod_named(lab, "mpsd")["metadata"]["name"]
+    assert lab.execs == [(mpsd, ["cat", "/var/log/nvidia-mps/control.log"])]
+    assert "4 containers run %s/<name>:%s at the digests in /var/tmp/smshare/fork_images_manifest.json" % (
+        BASE, SETTINGS["tag"]) in result["message"]
+    assert "kai-config reports DependenciesFulfilled=True." in result["message"]
+
+
+def test_the_report_shows_each_table_the_role_printed():
+    lines = run(Lab())["report"]
+    assert lines[0].split() == ["NAME", "COMPONENT", "DESIRED", "READY"]
+    assert any(line.startswith("GpuFractioningConfig default: ") and "Ready=True" in line for line in lines)
+    assert any(line.split()[:2] == ["NODE", "STATUS"] for line in lines)
+    assert any(line.split()[:3] == ["POD", "CONTAINER", "SERVICE"] for line in lines)
+
+
+def test_a_missing_crd_is_named_and_nothing_else_is_read():
+    lab = Lab()
+    lab.api = None
+    result = run(lab)
+    assert result["failed_check"] == "config_api" and lab.reads == []
+    assert result["message"].startswith("No API of the cluster serves kind GpuFractioningConfig")
+
+
+def test_a_config_being_deleted_is_waited_out_and_the_new_one_checked():
+    lab = Lab()
+    old = copy.deepcopy(lab.objects["config"])
+    old["metadata"]["deletionTimestamp"] = "2026-12-07T07:00:00Z"
+    lab.states["GpuFractioningConfig"] = [[old], [old], [lab.objects["config"]]]
+    result = run(lab)
+    assert result["ok"], result["message"]
+    assert lab.reads[:3] == ["GpuFractioningConfig"] * 3 and lab.now == 10
+
+
+def test_daemonsets_that_never_come_are_named_with_the_operator_after_the_timeout():
+    lab = Lab(daemonsets=[])
+    lab.objects["deployments"] = []
+    result = run(lab)
+    assert result["failed_check"] == "daemonsets_created"
+    assert result["message"].startswith("After 30 s namespace gpu-fractioning has no DaemonSet for mpsd, fractiond")
+    assert lab.now == 30 and lab.reads.count("DaemonSet") == 7     # 0, 5, ... 30 s
+
+
+def test_daemonsets_that_settle_pass():
+    lab = Lab()
+    settling = copy.deepcopy(lab.objects["daemonsets"])
+    for ds in settling:
+        ds["status"]["numberReady"] = 0
+    lab.states["DaemonSet"] = [[], settling, settling, lab.objects["daemonsets"]]
+    result = run(lab)
+    assert result["ok"], result["message"]
+    assert lab.now == 10        # created on the second read, ready on the fourth
+
+
+def crashing_mpsd(lab):
+    """mpsd's container waits to restart after running out of memory (its log says so)."""
+    pod = pod_named(lab, "mpsd")
+    status = pod["status"]["containerStatuses"][0]
+    status.update(ready=False, restartCount=3, state={"waiting": {"reason": "CrashLoopBackOff"}})
+    for condition in pod["status"]["conditions"]:
+        if condition["type"] in ("Ready", "ContainersReady"):
+            condition["status"] = "False"
+    for ds in lab.objects["daemonsets"]:
+        if "mpsd" in ds["metadata"]["name"]:
+            ds["status"]["numberReady"] = 0
+    name = pod["metadata"]["name"]
+    lab.objects["logs"] = {(name, "mpsd", True): ["starting MPS daemon", "cuInit: CUDA_ERROR_OUT_OF_MEMORY"],
+                           (name, "mpsd", False): []}
+    return name
+
+
+def test_a_crashing_mpsd_is_named_with_its_log_and_the_knob():
+    lab = Lab()
+    name = crashing_mpsd(lab)
+    result = run(lab)
+    assert result["failed_check"] == "daemonsets_ready"
+    assert "DaemonSet gpu-fractioning-mpsd: 0/1 ready" in result["message"]
+    assert "mpsd pod %s on smshare-lab-node-01 exits with CUDA_ERROR_OUT_OF_MEMORY" % name in result["message"]
+    assert "gpu_fractioning_mpsd_memory_limit" in result["message"]
+    # Both runs' logs, the last 50 lines each, and the GPU nodes for their GPU count.
+    assert lab.logs == [(name, "mpsd", True, 50), (name, "mpsd", False, 50)]
+    assert lab.reads.count("Node") == 1
+
+
+def test_a_config_that_is_not_ready_is_named_with_its_conditions():
+    lab = Lab()
+    for condition in lab.objects["config"]["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition.update(status="False", reason="GPUOperatorVersionUnsupported",
+                             message="GPU Operator v26.7.0 is below the minimum v26.7.1")
+    result = run(lab)
+    assert result["failed_check"] == "config_ready"
+    assert result["message"].startswith("GpuFractioningConfig default is not Ready after 30 s: ")
+    assert "gpu_fractioning_gpu_operator_minimum_version" in result["message"]
+    assert "GPUOperatorVersionUnsupported" in by_name(result)["config_ready"]["summary"]
+
+
+def test_a_node_without_the_condition_is_named():
+    lab = Lab()
+    for node in lab.objects["nodes"]:
+        node["status"]["conditions"] = [c for c in node["status"]["conditions"]
+                                        if c["type"] != "gpu-fractioning.nvidia.com/Ready"]
+    result = run(lab)
+    assert result["failed_check"] == "nodes_ready"
+    assert result["message"].startswith("Not ready for fractions after 30 s: smshare-lab-node-01")
+
+
+def test_an_mpsd_without_multiuser_mode_is_named():
+    lab = Lab()
+    lab.objects["mpsd_log"] = [line.replace('"-m",', "").replace("[multiuser enabled]", "")
+                               for line in lab.objects["mpsd_log"]]
+    lab.objects["mps_control_log"] = lab.objects["mps_control_log"].replace("[multiuser enabled]", "")
+    result = run(lab)
+    assert result["failed_check"] == "mpsd_startup"
+    assert "never logged multi-user mode: mpsd started MPS without -m" in result["message"]
+    assert result["message"].endswith("then restart mpsd (kubectl -n gpu-fractioning delete pod POD).")
+
+
+def test_an_unreadable_control_log_leaves_the_pod_log_to_decide():
+    lab = Lab()
+    lab.fail.add("exec")
+    assert run(lab)["ok"]
+
+
+def test_an_image_pushed_again_is_named_with_both_digests():
+    manifest = copy.deepcopy(CONVERGED["manifest"])
+    for image in manifest["images"]:
+        if image["service"] == "mpsd":
+            image["digest"] = "sha256:" + "0" * 64
+    lab = Lab()
+    result = run(lab, manifest=manifest)
+    assert result["failed_check"] == "images"
+    assert "but the images play recorded sha256:" + "0" * 64 in result["message"]
+    assert result["message"].endswith("re-run the images play, then this role.")
+
+
+def test_kai_config_is_checked_only_when_asked():
+    lab = Lab()
+    for condition in lab.objects["kai_config"]["status"]["conditions"]:
+        if condition["type"] == "DependenciesFulfilled":
+            condition["status"] = "False"
+    assert run(lab)["failed_check"] == "kai_config"
+    lab = Lab()
+    result = run(lab, check_kai_config=False)
+    assert result["ok"] and "Config" not in lab.reads and "kai_config" not in by_name(result)
+
+
+def test_a_read_that_fails_until_the_timeout_is_named_as_the_cluster_not_answering():
+    lab = Lab()
+    lab.fail.add("DaemonSet")
+    result = run(lab)
+    assert result["failed_check"] == "daemonsets_created"
+    assert result["message"].startswith("The last read of the cluster failed: reading DaemonSet: connection refused.")
+    assert "Deployment" not in lab.reads
+
+
+def test_a_read_that_fails_once_is_retried():
+    lab = Lab()
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise ReadError("reading DaemonSet: connection reset")
+        return Lab.list(lab, *args, **kwargs)
+    lab.list = flaky
+    result = run(lab)
+    assert result["ok"] and lab.now == 5

@@ -1,0 +1,51 @@
+# Apache-2.0
+"""fractioning_verify_info: bad input is refused before the cluster is asked, and a
+kubeconfig that cannot be read is named (its checks: test_fractioning_verify.py; the
+module on a real API server: the lab's gpu_fractioning tests)."""
+import pytest
+
+from ansible_collections.smshare.kai.plugins.modules import fractioning_verify_info
+
+from module_runner import run_module
+
+NEEDED = {"image_base": "registry.example.com:5000/kai-gpu-fractioning", "tag": "smshare-44d1d0a-af0544e"}
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"timeout": 0}, "timeout=0: must be 1 or more"),
+    ({"poll_interval": -5}, "poll_interval=-5: must be 1 or more"),
+    ({"failure_log_lines": 0}, "failure_log_lines=0: must be 1 or more"),
+    ({"namespace": "GPU_fractioning"}, "must be a namespace name"),
+    ({"tag": ""}, "tag="),
+    ({"tag": "v1 beta"}, "must be an image tag"),
+    ({"image_base": " "}, "must be a repository prefix"),
+    ({"image_base": "registry.example.com/kai-gpu-fractioning/"}, "must be a repository prefix"),
+    ({"components": []}, "must list at least 1 item"),
+    ({"default_namespace_percentage": 0}, "must be a percentage above 0, at most 100"),
+    ({"default_namespace_percentage": 150}, "must be a percentage above 0, at most 100"),
+], ids=["timeout", "poll", "log-lines", "namespace", "tag", "tag-space", "image-base",
+        "image-base-slash", "components", "percent-zero",
+        "percent-over"])
+def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
+    done = run_module(monkeypatch, fractioning_verify_info.main,
+                      dict(NEEDED, kubeconfig="/nonexistent/kubeconfig", **args))
+    assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_a_cluster_failure(monkeypatch, tmp_path):
+    done = run_module(monkeypatch, fractioning_verify_info.main, dict(NEEDED, kubeconfig=str(tmp_path / "none")))
+    assert done.failed and done.result["failure"] == "cluster" and "cannot load kubeconfig" in done.result["msg"]
+
+
+def test_an_api_server_that_does_not_answer_is_named(monkeypatch, tmp_path):
+    config = tmp_path / "kubeconfig"
+    config.write_text("""apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    done = run_module(monkeypatch, fractioning_verify_info.main, dict(NEEDED, kubeconfig=str(config)))
+    assert done.failed and done.result["failure"] == "cluster", done.result
+    assert done.result["msg"].startswith("The last read of the cluster failed: discovery at https://127.0.0.1:1")
