@@ -256,7 +256,7 @@ def test_a_lost_api_server_during_the_checks_is_named_and_a_rerun_passes(lab, co
         lines = []
         for line in play.stdout:
             lines.append(line)
-            if "Wait for every deployment to be Available" in line:
+            if "Wait for the Deployments and the checks of" in line:
                 time.sleep(3)       # a read or two fails the rollout first
                 lab.kill_api_server()
                 break

@@ -14,7 +14,9 @@ ROLES = REPO / "roles"
 GROUPED = {"k8s", "k8s_exec", "k8s_info", "k8s_log", "k8s_scale", "k8s_service", "k8s_cp", "k8s_drain",
            "helm", "helm_info", "helm_repository"}
 NO_CLUSTER = {"helm_registry_auth"}      # a registry login: its `host` is the registry
-OURS = {"smshare.kai.fraction_smoke_test", "smshare.kai.workload_lint"}
+# The collection's own modules that talk to the API server: its action group `cluster`.
+OURS = {"smshare.kai." + name for name in
+        yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["action_groups"]["cluster"]}
 ACCESS = {"kubeconfig", "context", "kube_context", "api_key", "host"}
 
 
@@ -67,8 +69,14 @@ def entry_files():
     return sorted(entries)
 
 
+def reaches_the_cluster(tree):
+    """The file runs a cluster module, or cluster_common's shared cluster steps."""
+    return (any(cluster_modules(t) for t in tasks_in(tree))
+            or any(str(i.get("name")) == "smshare.kai.cluster_common" for i in _includes(tree)))
+
+
 CLUSTER_ROLES = sorted({path.parts[-3] for path in ROLES.glob("*/tasks/*.yml")
-                        if any(cluster_modules(t) for t in tasks_in(yaml.safe_load(path.read_text()) or []))})
+                        if reaches_the_cluster(yaml.safe_load(path.read_text()) or [])})
 
 
 def test_the_cluster_roles_are_the_ones_expected():
@@ -98,7 +106,7 @@ def test_every_entry_file_sets_the_roles_access_once(role, entry):
             if m.startswith("kubernetes.core.")}
     if role in ("kai_scheduler", "gpu_fractioning"):
         used |= {m.split(".")[-1] for tree in role_files("cluster_common").values() for t in tasks_in(tree)
-                 for m in cluster_modules(t)}
+                 for m in cluster_modules(t) if m.startswith("kubernetes.core.")}
     keys = {"group/kubernetes.core.k8s", "group/kubernetes.core.helm", "group/smshare.kai.cluster"}
     keys |= {f"kubernetes.core.{m}" for m in used - GROUPED - NO_CLUSTER}
     assert set(defaults) == keys, f"{entry}: module_defaults for {sorted(keys)}"

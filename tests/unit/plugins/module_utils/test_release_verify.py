@@ -1,20 +1,26 @@
 # Apache-2.0
-"""The fractioning release's verification in one pass (module_utils/fractioning_verify.py),
-over a converged release read from the lab (fixtures/fractioning_verify/converged.json:
-the objects, mpsd's two logs and the image manifest) and that release broken one way at
-a time. A fake clock: each wait's polls and timeout are counted, not slept."""
+"""A fork's release verified in one pass (module_utils/release_verify.py), over both
+releases converged on the lab and read from it (fixtures/release_verify/converged.json:
+the objects, mpsd's two logs and the image manifest; record.py wrote it) and broken
+one way at a time. A fake clock: each wait's polls and timeout are counted, not slept."""
 import copy
 import json
 from pathlib import Path
 
-from ansible_collections.smshare.kai.plugins.module_utils import fractioning_verify
-from ansible_collections.smshare.kai.plugins.module_utils.fractioning_verify import ReadError, verify
+from ansible_collections.smshare.kai.plugins.module_utils import release_verify
+from ansible_collections.smshare.kai.plugins.module_utils.release_verify import ReadError, verify
 
-CONVERGED = json.loads((Path(__file__).parent / "fixtures" / "fractioning_verify" / "converged.json").read_text())
+CONVERGED = json.loads((Path(__file__).parent / "fixtures" / "release_verify" / "converged.json").read_text())
 API = "gpu-fractioning.kai.scheduler/v1alpha1"
-BASE = "127.0.0.1:5443/kai-fork/kai-gpu-fractioning"
+REGISTRY = "127.0.0.1:5443/kai-fork"
+BASE = REGISTRY + "/kai-gpu-fractioning"
+KAI = {"chart": "kai-scheduler", "namespace": "kai-scheduler", "release": "kai-scheduler", "timeout": 30,
+       "poll_interval": 5, "deployments_hint": "(image pulls need the registry reachable from the nodes and the pull "
+       "secret)", "image_base": REGISTRY + "/kai-scheduler", "tag": CONVERGED["manifest"]["tag"],
+       "manifest": CONVERGED["manifest"], "image_manifest_path": "/var/tmp/smshare/fork_images_manifest.json",
+       "gpu_sharing_mode": "NvFractions"}
 SETTINGS = {
-    "namespace": "gpu-fractioning", "release": "gpu-fractioning", "timeout": 30, "poll_interval": 5,
+    "chart": "gpu-fractioning", "namespace": "gpu-fractioning", "release": "gpu-fractioning", "timeout": 30, "poll_interval": 5,
     "components": ["mpsd", "fractiond"], "cri_socket_path": "/run/containerd/containerd.sock",
     "nri_socket_path": "/var/run/nri/nri.sock", "node_selector": "nvidia.com/gpu.present=true",
     "failure_log_lines": 50, "mps_control_log": "/var/log/nvidia-mps/control.log",
@@ -64,10 +70,12 @@ class Lab(object):
         if kind in self.states:
             found = self.states[kind][0] if len(self.states[kind]) == 1 else self.states[kind].pop(0)
         else:
+            kai = namespace == "kai-scheduler"
             found = {"GpuFractioningConfig": [self.objects["config"]] if self.objects["config"] else [],
-                     "DaemonSet": self.objects["daemonsets"], "Pod": self.objects["pods"],
-                     "Node": self.objects["nodes"], "Deployment": [],
-                     "Config": [self.objects["kai_config"]]}[kind]
+                     "DaemonSet": self.objects["daemonsets"],
+                     "Pod": self.objects["kai_pods" if kai else "pods"], "Node": self.objects["nodes"],
+                     "Deployment": self.objects["kai_deployments" if kai else "deployments"], "Event": [],
+                     "Config": [self.objects["kai_config"]] if self.objects["kai_config"] else []}[kind]
         return [copy.deepcopy(o) for o in found if _matches(o, label_selector)]
 
     def log(self, namespace, pod, container, previous=False, tail_lines=None):
@@ -85,6 +93,10 @@ def run(lab, **settings):
     return verify(lab, dict(SETTINGS, **settings), sleep=lab.sleep, clock=lab.clock)
 
 
+def run_kai(lab, **settings):
+    return verify(lab, dict(KAI, **settings), sleep=lab.sleep, clock=lab.clock)
+
+
 def by_name(result):
     return {c["name"]: c for c in result["checks"]}
 
@@ -97,10 +109,10 @@ def test_the_converged_release_passes_every_check_in_one_read_each():
     lab = Lab()
     result = run(lab)
     assert result["ok"] and result["failed_check"] is None, result["message"]
-    assert [c["name"] for c in result["checks"]] == list(fractioning_verify.CHECKS)
+    assert [c["name"] for c in result["checks"]] == list(release_verify.CHECKS["gpu-fractioning"])
     # One read per wait, the pods once, the config twice (exists, then Ready); no sleep.
-    assert lab.reads == ["GpuFractioningConfig", "DaemonSet", "DaemonSet", "Pod", "GpuFractioningConfig", "Node",
-                         "Config"] and lab.now == 0
+    assert lab.reads == ["Deployment", "GpuFractioningConfig", "DaemonSet", "DaemonSet", "Pod",
+                         "GpuFractioningConfig", "Node", "Config"] and lab.now == 0
     mpsd = pod_named(lab, "mpsd")["metadata"]["name"]
     assert lab.execs == [(mpsd, ["cat", "/var/log/nvidia-mps/control.log"])]
     assert "4 containers run %s/<name>:%s at the digests in /var/tmp/smshare/fork_images_manifest.json" % (
@@ -120,7 +132,7 @@ def test_a_missing_crd_is_named_and_nothing_else_is_read():
     lab = Lab()
     lab.api = None
     result = run(lab)
-    assert result["failed_check"] == "config_api" and lab.reads == []
+    assert result["failed_check"] == "config_api" and lab.reads == ["Deployment"]
     assert result["message"].startswith("No API of the cluster serves kind GpuFractioningConfig")
 
 
@@ -131,15 +143,15 @@ def test_a_config_being_deleted_is_waited_out_and_the_new_one_checked():
     lab.states["GpuFractioningConfig"] = [[old], [old], [lab.objects["config"]]]
     result = run(lab)
     assert result["ok"], result["message"]
-    assert lab.reads[:3] == ["GpuFractioningConfig"] * 3 and lab.now == 10
+    assert lab.reads[1:4] == ["GpuFractioningConfig"] * 3 and lab.now == 10
 
 
 def test_daemonsets_that_never_come_are_named_with_the_operator_after_the_timeout():
     lab = Lab(daemonsets=[])
-    lab.objects["deployments"] = []
     result = run(lab)
     assert result["failed_check"] == "daemonsets_created"
     assert result["message"].startswith("After 30 s namespace gpu-fractioning has no DaemonSet for mpsd, fractiond")
+    assert "(kubectl -n gpu-fractioning logs deploy/gpu-fractioning)" in result["message"]
     assert lab.now == 30 and lab.reads.count("DaemonSet") == 7     # 0, 5, ... 30 s
 
 
@@ -253,7 +265,6 @@ def test_a_read_that_fails_until_the_timeout_is_named_as_the_cluster_not_answeri
     result = run(lab)
     assert result["failed_check"] == "daemonsets_created"
     assert result["message"].startswith("The last read of the cluster failed: reading DaemonSet: connection refused.")
-    assert "Deployment" not in lab.reads
 
 
 def test_a_read_that_fails_once_is_retried():
@@ -262,9 +273,60 @@ def test_a_read_that_fails_once_is_retried():
 
     def flaky(*args, **kwargs):
         calls.append(args[1])
-        if len(calls) == 2:
+        if calls.count("DaemonSet") == 1 and args[1] == "DaemonSet":
             raise ReadError("reading DaemonSet: connection reset")
         return Lab.list(lab, *args, **kwargs)
     lab.list = flaky
     result = run(lab)
     assert result["ok"] and lab.now == 5
+
+
+def test_deployments_that_are_not_available_are_named_with_their_pulls():
+    lab = Lab()
+    for deployment in lab.objects["deployments"]:
+        deployment["status"]["availableReplicas"] = 0
+        for condition in deployment["status"]["conditions"]:
+            if condition["type"] == "Available":
+                condition.update(status="False", reason="MinimumReplicasUnavailable")
+    result = run(lab)
+    assert result["failed_check"] == "deployments"
+    assert result["message"].startswith("Not Available after 30 s: gpu-fractioning: Available=False")
+    # The wait's seven reads, then the pods and events that name failing pulls; nothing after.
+    assert lab.reads == ["Deployment"] * 7 + ["Pod", "Event"]
+
+
+# ---------------------------------------------------------------- kai-scheduler
+def test_the_converged_kai_release_passes_in_three_reads():
+    lab = Lab()
+    result = run_kai(lab)
+    assert result["ok"], result["message"]
+    assert [c["name"] for c in result["checks"]] == list(release_verify.CHECKS["kai-scheduler"])
+    assert lab.reads == ["Config", "Deployment", "Pod"] and lab.now == 0
+    assert "containers run %s/kai-scheduler/<service>:%s at the digests in" % (REGISTRY, KAI["tag"]) in result["message"]
+    assert "kai-config: gpuSharingMode NvFractions, DependenciesFulfilled=True" in result["message"]
+    assert any(line.split()[:3] == ["POD", "CONTAINER", "SERVICE"] for line in result["report"])
+
+
+def test_a_kai_config_that_never_reports_deployed_ends_the_pass():
+    lab = Lab(kai_config=None)
+    result = run_kai(lab)
+    assert result["failed_check"] == "kai_config_deployed" and set(lab.reads) == {"Config"}
+
+
+def test_a_kai_pod_that_is_not_running_is_named():
+    lab = Lab()
+    pod = lab.objects["kai_pods"][0]
+    pod["status"]["phase"] = "Pending"
+    result = run_kai(lab)
+    assert result["failed_check"] == "pods"
+    assert result["message"].startswith("Pods not Running: %s (do not continue with a pod that is not running)."
+                                        % pod["metadata"]["name"])
+    assert result["message"].endswith("re-run the images play, then this role.")
+
+
+def test_a_kai_config_without_the_sharing_mode_is_named():
+    lab = Lab()
+    lab.objects["kai_config"]["spec"]["global"]["gpuSharingMode"] = "MPS"
+    result = run_kai(lab)
+    assert result["failed_check"] == "kai_config_sharing"
+    assert "kai-config reports gpuSharingMode MPS, not NvFractions" in result["message"]

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
-"""The gpu_fractioning release's verification (the guide's step 4 "Verify"), in
-one pass: each wait polls its read until its predicate (module_utils/readiness.py)
-holds or its timeout ends, in the order the checks depend on each other, and the
-first check that fails ends the pass with its message.
+"""A chart release's verification (the guide's "Verify before moving on" for
+KAI-Scheduler, step 4's "Verify" for gpu-fractioning), in one pass: each wait
+polls its read until its predicate (module_utils/readiness.py) holds or its
+timeout ends, in the order the checks depend on each other, and the first check
+that fails ends the pass with its message. Both charts share the Deployments
+check and the images check; the rest is each chart's own.
 
 The reads go through a `reader` (the module's Kubernetes client; the unit tests'
 recorded objects), so the order, the waits and the messages are tested without a
@@ -23,12 +25,18 @@ from ansible_collections.smshare.kai.plugins.module_utils.text_table import text
 CONFIG_KIND = "GpuFractioningConfig"
 CONFIG_NAME = "default"
 KAI_CONFIG = ("kai.scheduler/v1", "Config", "kai-config")
-# The checks, in the order they run, and the columns of the rows the report shows.
-CHECKS = ("config_api", "daemonsets_created", "daemonsets_ready", "config_ready", "nodes_ready",
-          "mpsd_startup", "images", "kai_config")
+# Each chart's checks, in the order they run, and the columns of the rows the report shows.
+CHECKS = {
+    "kai-scheduler": ("kai_config_deployed", "deployments", "pods", "kai_config_sharing"),
+    "gpu-fractioning": ("deployments", "config_api", "daemonsets_created", "daemonsets_ready", "config_ready",
+                        "nodes_ready", "mpsd_startup", "images", "kai_config"),
+}
+# The word for an image's last path part in the advice, and the fork id in the image manifest.
+IMAGES = {"kai-scheduler": ("<service>", "kai_scheduler"), "gpu-fractioning": ("<name>", "gpu_fractioning")}
 REPORT_COLUMNS = {"daemonsets_ready": ["name", "component", "desired", "ready"],
                   "nodes_ready": ["node", "status", "reason", "message"],
-                  "images": ["pod", "container", "service", "digest", "problem"]}
+                  "images": ["pod", "container", "service", "digest", "problem"],
+                  "pods": ["pod", "container", "service", "digest", "problem"]}
 
 
 class ReadError(Exception):
@@ -41,14 +49,17 @@ def _short(text, limit=300):
 
 
 class Verify(object):
-    """One pass. settings: namespace, release, timeout, poll_interval, components,
-    cri_socket_path, nri_socket_path, node_selector, failure_log_lines,
-    mps_control_log, mps_start_pattern, default_namespace_percentage,
-    image_base, tag, manifest, check_kai_config, symptom_settings."""
+    """One pass. settings: chart (a key of CHECKS), namespace, release, timeout,
+    poll_interval, deployments_hint, image_base, tag, manifest,
+    image_manifest_path; kai-scheduler's gpu_sharing_mode; gpu-fractioning's
+    components, cri_socket_path, nri_socket_path, node_selector,
+    failure_log_lines, mps_control_log, mps_start_pattern,
+    default_namespace_percentage, check_kai_config, symptom_settings."""
 
     def __init__(self, reader, settings, sleep=time.sleep, clock=time.monotonic):
         self.reader, self.s, self.sleep, self.clock = reader, settings, sleep, clock
         self.checks = []
+        self.operators = []     # the namespace's Deployments (the first names the operator in advice)
 
     # ------------------------------------------------------------ reads and waits
     def read(self, *args, **kwargs):
@@ -76,9 +87,63 @@ class Verify(object):
                                 message=result["message"]))
         return result["ok"]
 
-    # ------------------------------------------------------------ the pass
+    # ------------------------------------------------------------ the passes
     def run(self):
+        if self.s["chart"] == "kai-scheduler":
+            self.kai_scheduler()
+        else:
+            self.gpu_fractioning()
+        return self.result()
+
+    def deployments(self):
+        """Every Deployment of the namespace Available; after a failed wait the
+        namespace's pods and events name the image pulls that fail."""
         s = self.s
+        namespace = s["namespace"]
+        found = self.wait(lambda: self.read("apps/v1", "Deployment", namespace=namespace),
+                          lambda objects: readiness.deployments_available(objects, namespace, s["timeout"],
+                                                                          s.get("deployments_hint") or ""))
+        if not found["ok"] and not found["failure"]:
+            try:
+                pods = self.read("v1", "Pod", namespace=namespace)
+                events = self.read("v1", "Event", namespace=namespace)
+            except ReadError:
+                pods = events = []
+            found = readiness.deployments_available(found["objects"], namespace, s["timeout"],
+                                                    s.get("deployments_hint") or "", pods, events)
+        self.operators = found.get("objects") or []
+        return self.record("deployments", found)
+
+    def kai_scheduler(self):
+        s = self.s
+        namespace, timeout = s["namespace"], s["timeout"]
+
+        def read_config():
+            return self.read(*KAI_CONFIG[:2], name=KAI_CONFIG[2])
+
+        # The post-install hook applies kai-config; the operator then deploys the
+        # services and reports Deployed. Waiting for the Deployments alone could end
+        # while only the operator's own Deployment exists.
+        deployed = self.wait(read_config, lambda objects: readiness.kai_config_deployed(
+            objects, namespace, s["release"], timeout))
+        if not self.record("kai_config_deployed", deployed):
+            return
+        if not self.deployments():
+            return
+        # Pods not being deleted (an upgrade's old pods may still terminate).
+        live = [p for p in self.read("v1", "Pod", namespace=namespace)
+                if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        not_running = [p["metadata"]["name"] for p in live
+                       if (p.get("status") or {}).get("phase") not in ("Running", "Succeeded")]
+        if not self.record("pods", self._images(pod_images(live, s["image_base"], s["tag"], s.get("manifest"),
+                                                           IMAGES["kai-scheduler"][1]), not_running)):
+            return
+        self.record("kai_config_sharing", readiness.kai_config_sharing(deployed["objects"], s["gpu_sharing_mode"]))
+
+    def gpu_fractioning(self):
+        s = self.s
+        if not self.deployments():
+            return
         namespace, timeout = s["namespace"], s["timeout"]
         sockets = (s["cri_socket_path"], s["nri_socket_path"])
         api_version = self.reader.api_version_of(CONFIG_KIND)
@@ -86,7 +151,7 @@ class Verify(object):
             self.record("config_api", readiness.result(False, [], (
                 "No API of the cluster serves kind GpuFractioningConfig: the chart's CRD is missing. Check "
                 "`kubectl get crd | grep -i gpufractioning` and the chart's crds/ folder and CRD upgrader hook.")))
-            return self.result()
+            return
         self.record("config_api", readiness.result(True, [], "%s serves %s" % (api_version, CONFIG_KIND)))
 
         def read_config():
@@ -107,9 +172,9 @@ class Verify(object):
         if not created["ok"] and not created["failure"]:
             # The namespace's Deployments name the operator in the advice.
             created = readiness.fractioning_daemonsets_created(
-                created["objects"], config, s["components"], namespace, timeout, self._operators())
+                created["objects"], config, s["components"], namespace, timeout, self.operators)
         if not self.record("daemonsets_created", created):
-            return self.result()
+            return
 
         # Until the pods are read (after the wait) only desired == ready decides.
         ready = self.wait(read_daemonsets, lambda objects: readiness.fractioning_daemonsets_ready(
@@ -121,14 +186,14 @@ class Verify(object):
             symptoms = self._symptoms(fractioning_checks.failing_containers(pods, rows))
             ready = readiness.fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, *sockets)
         if not self.record("daemonsets_ready", ready):
-            return self.result()
+            return
 
         config_ready = self.wait(read_config, lambda objects: readiness.fractioning_config_ready(
             objects, s["release"], namespace, timeout, s.get("symptom_settings") or {}))
         found = config_ready["objects"]
         config = found[0] if found else None
         if not self.record("config_ready", config_ready, summary=condition_summary(config or {})):
-            return self.result()
+            return
 
         # The node condition gates scheduling: every node the config targets must report it.
         selector = ",".join("%s=%s" % item for item in sorted(((config.get("spec") or {}).get("nodeSelector")
@@ -136,21 +201,20 @@ class Verify(object):
         nodes = self.wait(lambda: self.read("v1", "Node", label_selector=selector or None),
                           lambda objects: readiness.fractioning_nodes_ready(objects, config, timeout))
         if not self.record("nodes_ready", nodes):
-            return self.result()
+            return
 
         live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
         mpsd = ([r.get("uid") for r in ready["rows"] if r.get("component") == "mpsd"] or [""])[0]
         if not self.record("mpsd_startup", self._mpsd_startup(owned_pods(live, mpsd))):
-            return self.result()
+            return
 
         if not self.record("images", self._images(
-                pod_images(live, s["image_base"], s["tag"], s.get("manifest"), "gpu_fractioning"))):
-            return self.result()
+                pod_images(live, s["image_base"], s["tag"], s.get("manifest"), IMAGES["gpu-fractioning"][1]))):
+            return
 
         if s.get("check_kai_config", True):
             self.record("kai_config", self.wait(lambda: self.read(*KAI_CONFIG[:2], name=KAI_CONFIG[2]),
                                                 lambda objects: readiness.kai_config_dependencies(objects, timeout)))
-        return self.result()
 
     def result(self):
         failed = [c for c in self.checks if not c["ok"]]
@@ -161,13 +225,6 @@ class Verify(object):
                     message=" ".join(c["message"].rstrip(".") + "." for c in self.checks))
 
     # ------------------------------------------------------------ the parts
-    def _operators(self):
-        """The namespace's Deployments (the operator named in the advice), [] when unreadable."""
-        try:
-            return self.read("apps/v1", "Deployment", namespace=self.s["namespace"])
-        except ReadError:
-            return []
-
     def _symptoms(self, failing):
         """The troubleshooting rows the failing containers' last log lines show."""
         if not failing:
@@ -218,16 +275,23 @@ class Verify(object):
                 "(multi-user mode follows it) and mpsd's log (kubectl -n %s logs POD; %s in the pod), then "
                 "restart mpsd (kubectl -n %s delete pod POD)." % (namespace, self.s["mps_control_log"], namespace))
 
-    def _images(self, rows):
+    def _images(self, rows, not_running=()):
+        """Every pod runs (kai-scheduler's pods check), each container this build's
+        image at the recorded digest."""
         s = self.s
+        word = IMAGES[s["chart"]][0]
         bad = [r for r in rows if not r["ok"]]
-        if bad:
+        if bad or not_running:
             problems = " ".join("%s (%s) %s." % (r["pod"], r["container"], r["problem"]) for r in bad)
+            if not_running:
+                problems = "Pods not Running: %s (do not continue with a pod that is not running). %s" % (
+                    ", ".join(not_running), problems)
             return readiness.result(False, rows, (
-                "%s Every image must be %s/<name>:%s as the images role pushed and recorded it in %s: re-run the "
-                "images play, then this role." % (problems, s["image_base"], s["tag"], s["image_manifest_path"])))
-        return readiness.result(True, rows, "%d containers run %s/<name>:%s%s" % (
-            len(rows), s["image_base"], s["tag"],
+                "%s Every image must be %s/%s:%s as the images role pushed and recorded it in %s: re-run the "
+                "images play, then this role." % (problems.strip(), s["image_base"], word, s["tag"],
+                                                  s["image_manifest_path"])))
+        return readiness.result(True, rows, "%d containers run %s/%s:%s%s" % (
+            len(rows), s["image_base"], word, s["tag"],
             " at the digests in " + s["image_manifest_path"] if s.get("manifest") is not None else ""))
 
 

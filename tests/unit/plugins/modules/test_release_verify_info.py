@@ -1,14 +1,14 @@
 # Apache-2.0
-"""fractioning_verify_info: bad input is refused before the cluster is asked, and a
-kubeconfig that cannot be read is named (its checks: test_fractioning_verify.py; the
-module on a real API server: the lab's gpu_fractioning tests)."""
+"""release_verify_info: bad input is refused before the cluster is asked, and a
+kubeconfig that cannot be read is named (its checks: test_release_verify.py; the
+module on a real API server: the lab's kai_scheduler and gpu_fractioning tests)."""
 import pytest
 
-from ansible_collections.smshare.kai.plugins.modules import fractioning_verify_info
+from ansible_collections.smshare.kai.plugins.modules import release_verify_info
 
 from module_runner import run_module
 
-NEEDED = {"image_base": "registry.example.com:5000/kai-gpu-fractioning", "tag": "smshare-44d1d0a-af0544e"}
+NEEDED = {"chart": "gpu-fractioning", "image_base": "registry.example.com:5000/kai-gpu-fractioning", "tag": "smshare-44d1d0a-af0544e"}
 
 
 @pytest.mark.parametrize("args, words", [
@@ -27,13 +27,18 @@ NEEDED = {"image_base": "registry.example.com:5000/kai-gpu-fractioning", "tag": 
         "image-base-slash", "components", "percent-zero",
         "percent-over"])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
-    done = run_module(monkeypatch, fractioning_verify_info.main,
+    done = run_module(monkeypatch, release_verify_info.main,
                       dict(NEEDED, kubeconfig="/nonexistent/kubeconfig", **args))
     assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
 
 
+def test_a_chart_it_does_not_know_is_refused(monkeypatch):
+    done = run_module(monkeypatch, release_verify_info.main, dict(NEEDED, chart="kai"))
+    assert done.failed and "value of chart must be one of: kai-scheduler, gpu-fractioning" in done.result["msg"]
+
+
 def test_a_kubeconfig_that_cannot_be_read_is_a_cluster_failure(monkeypatch, tmp_path):
-    done = run_module(monkeypatch, fractioning_verify_info.main, dict(NEEDED, kubeconfig=str(tmp_path / "none")))
+    done = run_module(monkeypatch, release_verify_info.main, dict(NEEDED, kubeconfig=str(tmp_path / "none")))
     assert done.failed and done.result["failure"] == "cluster" and "cannot load kubeconfig" in done.result["msg"]
 
 
@@ -46,6 +51,6 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 """)
-    done = run_module(monkeypatch, fractioning_verify_info.main, dict(NEEDED, kubeconfig=str(config)))
+    done = run_module(monkeypatch, release_verify_info.main, dict(NEEDED, kubeconfig=str(config)))
     assert done.failed and done.result["failure"] == "cluster", done.result
     assert done.result["msg"].startswith("The last read of the cluster failed: discovery at https://127.0.0.1:1")

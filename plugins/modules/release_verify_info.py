@@ -8,11 +8,17 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: fractioning_verify_info
-short_description: Verify an installed gpu-fractioning release in one run, waiting for each check
+module: release_verify_info
+short_description: Verify an installed KAI-Scheduler or gpu-fractioning release in one run, waiting for each check
 version_added: 0.1.0
 description:
-  - "The install guide's step 4 checks of the fork's release, read in one module run: the API serving
+  - "The install guide's checks of one of the forks' releases, read in one module run, every Deployment of the
+    release's namespace Available first (after a failed wait the namespace's pods and events name the image pulls
+    that fail)."
+  - "C(kai-scheduler): kai-config (C(kai.scheduler/v1) Config) reporting the services deployed, the Deployments,
+    every pod Running with this build's image at the recorded digest, and kai-config carrying the sharing mode
+    with its dependencies fulfilled (or missing only the GpuFractioningConfig the gpu-fractioning release brings)."
+  - "C(gpu-fractioning): the Deployments, the API serving
     C(GpuFractioningConfig), the config C(default) (not one being deleted), the operator's DaemonSets created
     and ready on every node they target, the config's C(Ready) condition, the node condition
     C(gpu-fractioning.nvidia.com/Ready) on every node the config selects, mpsd's startup lines (multi-user mode
@@ -37,14 +43,25 @@ attributes:
   idempotent:
     support: full
 options:
+  chart:
+    description: Which fork's release to verify.
+    type: str
+    required: true
+    choices: [kai-scheduler, gpu-fractioning]
   namespace:
-    description: The release's namespace.
+    description: The release's namespace; default the chart's name.
     type: str
-    default: gpu-fractioning
   release_name:
-    description: The release's name (named in the advice when the config is missing).
+    description: The release's name (named in the advice); default the chart's name.
     type: str
-    default: gpu-fractioning
+  deployments_hint:
+    description: Ends the advice when a Deployment is not Available (after C(describe pod POD)).
+    type: str
+    default: ""
+  gpu_sharing_mode:
+    description: C(kai-scheduler) only, the C(gpuSharingMode) kai-config must carry.
+    type: str
+    default: NvFractions
   timeout:
     description: Seconds each waiting check waits at most.
     type: int
@@ -54,40 +71,40 @@ options:
     type: int
     default: 5
   components:
-    description: The DaemonSets' components (label C(app.kubernetes.io/component)) the operator must create.
+    description: C(gpu-fractioning) only. The DaemonSets' components (label C(app.kubernetes.io/component)) the operator must create.
     type: list
     elements: str
     default: [mpsd, fractiond]
   cri_socket_path:
-    description: The CRI socket the release was given (named in the advice).
+    description: C(gpu-fractioning) only. The CRI socket the release was given (named in the advice).
     type: str
     default: /run/containerd/containerd.sock
   nri_socket_path:
-    description: The NRI socket the release was given (named in the advice).
+    description: C(gpu-fractioning) only. The NRI socket the release was given (named in the advice).
     type: str
     default: /var/run/nri/nri.sock
   node_selector:
-    description: The label selector of the GPU nodes (their GPU count sizes mpsd's memory in the advice).
+    description: C(gpu-fractioning) only. The label selector of the GPU nodes (their GPU count sizes mpsd's memory in the advice).
     type: str
     default: nvidia.com/gpu.present=true
   failure_log_lines:
-    description: The last log lines read from each daemon container that is not ready.
+    description: C(gpu-fractioning) only. The last log lines read from each daemon container that is not ready.
     type: int
     default: 50
   mps_control_log:
-    description: The MPS control daemon's log file in the mpsd container.
+    description: C(gpu-fractioning) only. The MPS control daemon's log file in the mpsd container.
     type: str
     default: /var/log/nvidia-mps/control.log
   mps_start_pattern:
-    description: A regular expression for the line that starts a run of the MPS control daemon in its log.
+    description: C(gpu-fractioning) only. A regular expression for the line that starts a run of the MPS control daemon in its log.
     type: str
     default: Starting control daemon
   default_namespace_percentage:
-    description: The default namespace's cap mpsd must log.
+    description: C(gpu-fractioning) only. The default namespace's cap mpsd must log.
     type: float
     default: 10
   image_base:
-    description: C(<registry>/kai-gpu-fractioning), the repository every image must be under.
+    description: C(<registry>/kai-scheduler) or C(<registry>/kai-gpu-fractioning), the repository every image must be under.
     type: str
     required: true
   tag:
@@ -102,20 +119,21 @@ options:
     type: str
     default: ""
   mpsd_memory_limit:
-    description: mpsd's memory limit the release was given (named when mpsd runs out of memory).
+    description: C(gpu-fractioning) only. mpsd's memory limit the release was given (named when mpsd runs out of memory).
     type: str
   gpu_operator_minimum_version:
-    description: The release's C(gpuOperator.minimumVersion) (named when the config reports the GPU Operator too old).
+    description: C(gpu-fractioning) only. The release's C(gpuOperator.minimumVersion) (named when the config reports the GPU Operator too old).
     type: str
   check_kai_config:
-    description: Also wait for kai-config (C(kai.scheduler/v1) Config) to report C(DependenciesFulfilled).
+    description: C(gpu-fractioning) only. Also wait for kai-config (C(kai.scheduler/v1) Config) to report C(DependenciesFulfilled).
     type: bool
     default: true
 """
 
 EXAMPLES = r"""
 - name: Verify the release
-  smshare.kai.fractioning_verify_info:
+  smshare.kai.release_verify_info:
+    chart: gpu-fractioning
     image_base: registry.example.com:5000/kai-gpu-fractioning
     tag: smshare-44d1d0a-af0544e
   register: verify
@@ -140,12 +158,19 @@ message:
   description: The failing check's message (what is wrong and what to do), or every check's summary.
   returned: success
   type: str
+report:
+  description: The tables of what the checks saw, as text lines (Deployments aside).
+  returned: success
+  type: list
+  elements: str
 checks:
   description:
-    - The checks that ran, in order, C(name) one of C(config_api), C(daemonsets_created), C(daemonsets_ready),
-      C(config_ready), C(nodes_ready), C(mpsd_startup), C(images), C(kai_config).
-    - C(rows) are what the check saw (DaemonSets with desired and ready, conditions, nodes, pods and images);
-      C(config_ready) also has C(summary), the config's conditions in one line.
+    - The checks that ran, in order, C(name) one of C(kai_config_deployed), C(deployments), C(pods),
+      C(kai_config_sharing) (C(kai-scheduler)), or C(deployments), C(config_api), C(daemonsets_created),
+      C(daemonsets_ready), C(config_ready), C(nodes_ready), C(mpsd_startup), C(images), C(kai_config)
+      (C(gpu-fractioning)).
+    - C(rows) are what the check saw (Deployments, DaemonSets with desired and ready, conditions, nodes, pods and
+      images); C(config_ready) also has C(summary), the config's conditions in one line.
   returned: success
   type: list
   elements: dict
@@ -158,7 +183,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, readiness, registry, validate
-from ansible_collections.smshare.kai.plugins.module_utils.fractioning_verify import ReadError, verify
+from ansible_collections.smshare.kai.plugins.module_utils.release_verify import ReadError, verify
 
 try:
     from kubernetes import client as kclient
@@ -240,8 +265,11 @@ def main():
         argument_spec=dict(
             kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
             context=cluster_access.ARGUMENT_SPEC["context"],
-            namespace=dict(type="str", default="gpu-fractioning"),
-            release_name=dict(type="str", default="gpu-fractioning"),
+            chart=dict(type="str", required=True, choices=["kai-scheduler", "gpu-fractioning"]),
+            namespace=dict(type="str"),
+            release_name=dict(type="str"),
+            deployments_hint=dict(type="str", default=""),
+            gpu_sharing_mode=dict(type="str", default="NvFractions"),
             timeout=dict(type="int", default=300),
             poll_interval=dict(type="int", default=5),
             components=dict(type="list", elements="str", default=["mpsd", "fractiond"]),
@@ -263,14 +291,16 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    for name in ("namespace", "release_name"):
+        params[name] = params[name] or params["chart"]
     if kclient is None:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     try:
         validate.integer("timeout", params["timeout"], example="300 (seconds each check waits)", minimum=1)
         validate.integer("poll_interval", params["poll_interval"], example="5 (seconds)", minimum=1)
         validate.integer("failure_log_lines", params["failure_log_lines"], example="50", minimum=1)
-        validate.namespace("namespace", params["namespace"], example="gpu-fractioning")
-        validate.text("image_base", params["image_base"], example="registry.example.com:5000/kai-gpu-fractioning",
+        validate.namespace("namespace", params["namespace"], example=params["chart"])
+        validate.text("image_base", params["image_base"], example="registry.example.com:5000/kai-scheduler",
                       pattern=r"[^\s@]+[^\s@/]", rule="must be a repository prefix, without spaces, digest or final /")
         validate.text("tag", params["tag"], example="smshare-44d1d0a-af0544e", pattern=registry.TAG_RE,
                       rule="must be an image tag (letters, digits, _ . -; at most 128)")
