@@ -27,6 +27,11 @@ ARGUMENT_SPEC = dict(
 )
 
 
+# Seconds one request of the collection's modules may take: a stopped API server
+# must not hold a wait past its timeout.
+REQUEST_TIMEOUT = 30
+
+
 class AccessError(Exception):
     """The kubeconfig (or the pod's service account) gave no client."""
 

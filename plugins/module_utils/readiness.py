@@ -287,11 +287,16 @@ def mpsd_pods_gone(pods, namespace, timeout):
             "%s on %s" % (r["pod"], r["node"]) for r in rows), namespace)))
 
 
+def one_line(text, limit=300):
+    """An error's text on one line, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def read_failure(value):
     """The error of a k8s_info read that failed (its result, kept by failed_when: false), else ''."""
     if isinstance(value, dict) and "resources" not in value and "metadata" not in value and value.get("msg"):
-        text = " ".join(str(value["msg"]).split())
-        return text if len(text) <= 300 else text[:297] + "..."
+        return one_line(value["msg"])
     return ""
 
 

@@ -43,11 +43,6 @@ class ReadError(Exception):
     """A read the cluster did not answer (its text names the request)."""
 
 
-def _short(text, limit=300):
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 class Verify(object):
     """One pass. settings: chart (a key of CHECKS), namespace, release, timeout,
     poll_interval, deployments_hint, image_base, tag, manifest,
@@ -76,7 +71,7 @@ class Verify(object):
             try:
                 objects = read()
             except ReadError as exc:
-                objects, failure = [], _short(exc)
+                objects, failure = [], readiness.one_line(exc)
             result = dict(readiness.after_failed_read(predicate(objects), failure), objects=objects, failure=failure)
             if result["ok"] or self.clock() >= deadline:
                 return result
@@ -104,13 +99,9 @@ class Verify(object):
                           lambda objects: readiness.deployments_available(objects, namespace, s["timeout"],
                                                                           s.get("deployments_hint") or ""))
         if not found["ok"] and not found["failure"]:
-            try:
-                pods = self.read("v1", "Pod", namespace=namespace)
-                events = self.read("v1", "Event", namespace=namespace)
-            except ReadError:
-                pods = events = []
+            pods, events = (self._read_or_none("v1", kind, namespace=namespace) for kind in ("Pod", "Event"))
             found = readiness.deployments_available(found["objects"], namespace, s["timeout"],
-                                                    s.get("deployments_hint") or "", pods, events)
+                                                    s.get("deployments_hint") or "", pods or [], events or [])
         self.operators = found.get("objects") or []
         return self.record("deployments", found)
 
@@ -221,18 +212,22 @@ class Verify(object):
         common = {"checks": self.checks, "report": report(self.checks)}
         if failed:
             return dict(common, ok=False, failed_check=failed[0]["name"], message=failed[0]["message"])
-        return dict(common, ok=True, failed_check=None,
-                    message=" ".join(c["message"].rstrip(".") + "." for c in self.checks))
+        # One line per check (a console folds one long line where a reader would not look).
+        return dict(common, ok=True, failed_check=None, message="\n".join(c["message"] for c in self.checks))
 
     # ------------------------------------------------------------ the parts
+    def _read_or_none(self, *args, **kwargs):
+        """A read that only adds detail to a failure: None when it fails."""
+        try:
+            return self.read(*args, **kwargs)
+        except ReadError:
+            return None
+
     def _symptoms(self, failing):
         """The troubleshooting rows the failing containers' last log lines show."""
         if not failing:
             return []
-        try:
-            nodes = self.read("v1", "Node", label_selector=self.s["node_selector"])
-        except ReadError:
-            nodes = []
+        nodes = self._read_or_none("v1", "Node", label_selector=self.s["node_selector"]) or []
         logs = []
         for item in failing:
             try:
@@ -253,7 +248,13 @@ class Verify(object):
         for pod in pods:
             name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName") or "?"
             container = pod["spec"]["containers"][0]["name"]
-            lines = self.reader.log(s["namespace"], name, container)
+            try:
+                lines = self.reader.log(s["namespace"], name, container)
+            except ReadError as exc:
+                # Replaced or restarting since its DaemonSet was read: run again once it settled.
+                return readiness.result(False, rows, "mpsd pod %s on %s: its log could not be read (%s). Run the "
+                                        "checks again once the pod runs (kubectl -n %s get pods)."
+                                        % (name, node, readiness.one_line(exc), s["namespace"]))
             try:
                 control = self.reader.exec_(s["namespace"], name, container, ["cat", s["mps_control_log"]])
             except ReadError:

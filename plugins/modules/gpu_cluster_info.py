@@ -18,7 +18,8 @@ description:
     GPU stack's versions are read from their images)."
   - "Each answer has the shape the kubernetes.core task that read it before returned (C(k8s) in a loop,
     C(k8s_info)), so the preflight role's rows read them unchanged: a read the API server refused is
-    C({msg}) for that read alone, and the others go on."
+    C({msg}) for that read alone, and the others go on. A kubeconfig that gives no client is such an answer
+    for every read, not a failure of the module: the rows name it."
   - "Read-only: a review is a question, not a change, so it runs in check mode too."
 author:
   - smshare.kai maintainers (@smshare)
@@ -35,7 +36,7 @@ attributes:
     support: full
 options:
   access:
-    description: The resources to ask about, each C(resource) and C(group) (C("") for the core group); the verb is C(create).
+    description: The resources to ask about, each C(resource) (a plural name, or C(*)) and C(group) (C("") for the core group); the verb is C(create).
     type: list
     elements: dict
     default: []
@@ -98,8 +99,7 @@ except ImportError:
 else:
     KUBERNETES_IMPORT_ERROR = None
 
-# Seconds one request may take.
-REQUEST_TIMEOUT = 30
+REQUEST_TIMEOUT = cluster_access.REQUEST_TIMEOUT
 
 
 def _why(exc):
@@ -143,6 +143,17 @@ def runtime_class(node_api, name):
         return {"msg": "reading RuntimeClass %s failed: %s" % (name, _why(exc))}
 
 
+def unreachable(params, why):
+    """Every answer, each the failure: no client could be made (the rows name it)."""
+    failed = {"msg": why}
+    found = {"access": {"results": [{"item": item, "msg": why} for item in params["access"]]},
+             "nodes": failed, "all_nodes": failed,
+             "workloads": {"results": [dict(failed, item="Deployment"), dict(failed, item="DaemonSet")]}}
+    if params["runtime_class"]:
+        found["runtime_class"] = failed
+    return found
+
+
 def read(api, params):
     core, apps = kclient.CoreV1Api(api), kclient.AppsV1Api(api)
     found = {
@@ -175,7 +186,7 @@ def main():
         for index, item in enumerate(params["access"]):
             name = "access[%d]" % index
             validate.text(name + ".resource", item.get("resource"), example="customresourcedefinitions",
-                          pattern=r"[a-z0-9.-]+", rule="must be a resource's plural name (lower case)")
+                          pattern=r"[a-z0-9.-]+|\*", rule="must be a resource's plural name (lower case) or *")
             validate.text(name + ".group", item.get("group") or "", example="apiextensions.k8s.io ('' for core)",
                           pattern=r"[a-z0-9.-]*", rule="must be an API group (lower case)", required=False)
         validate.text("runtime_class", params["runtime_class"], example="nvidia", required=False,
@@ -184,10 +195,10 @@ def main():
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     try:
-        api = cluster_access.api_client(params["kubeconfig"], params["context"])
+        found = read(cluster_access.api_client(params["kubeconfig"], params["context"]), params)
     except cluster_access.AccessError as exc:
-        module.fail_json(msg=str(exc), failure="cluster")
-    module.exit_json(changed=False, **read(api, params))
+        found = unreachable(params, str(exc))
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ module: release_verify_info
 short_description: Verify an installed KAI-Scheduler or gpu-fractioning release in one run, waiting for each check
 version_added: 0.1.0
 description:
-  - "The install guide's checks of one of the forks' releases, read in one module run, every Deployment of the
-    release's namespace Available first (after a failed wait the namespace's pods and events name the image pulls
-    that fail)."
-  - "C(kai-scheduler): kai-config (C(kai.scheduler/v1) Config) reporting the services deployed, the Deployments,
+  - "The install guide's checks of one of the forks' releases, read in one module run. Both charts' checks include
+    every Deployment of the release's namespace Available (after a failed wait the namespace's pods and events name
+    the image pulls that fail)."
+  - "C(kai-scheduler), in this order: kai-config (C(kai.scheduler/v1) Config) reporting the services deployed
+    (waiting for the Deployments alone could end while only the operator's own exists), the Deployments,
     every pod Running with this build's image at the recorded digest, and kai-config carrying the sharing mode
     with its dependencies fulfilled (or missing only the GpuFractioningConfig the gpu-fractioning release brings)."
-  - "C(gpu-fractioning): the Deployments, the API serving
+  - "C(gpu-fractioning), in this order: the Deployments, the API serving
     C(GpuFractioningConfig), the config C(default) (not one being deleted), the operator's DaemonSets created
     and ready on every node they target, the config's C(Ready) condition, the node condition
     C(gpu-fractioning.nvidia.com/Ready) on every node the config selects, mpsd's startup lines (multi-user mode
@@ -155,7 +156,7 @@ failed_check:
   type: str
   sample: daemonsets_ready
 message:
-  description: The failing check's message (what is wrong and what to do), or every check's summary.
+  description: The failing check's message (what is wrong and what to do), or every check's summary, one line each.
   returned: success
   type: str
 report:
@@ -178,6 +179,7 @@ checks:
             "rows": [{"node": "gpu-1", "status": "True", "reason": "", "message": "", "ok": true}]}]
 """
 
+import socket
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -196,8 +198,7 @@ except ImportError:
 else:
     KUBERNETES_IMPORT_ERROR = None
 
-# Seconds one request may take (a stopped API server must not hold a wait past its timeout).
-REQUEST_TIMEOUT = 30
+REQUEST_TIMEOUT = cluster_access.REQUEST_TIMEOUT
 
 
 class ClusterReader(object):
@@ -207,6 +208,8 @@ class ClusterReader(object):
         self.core = kclient.CoreV1Api(api)
         try:
             self.client = DynamicClient(api)
+            # The discovery cache outlives a run: a CRD's versions may have changed since.
+            self.client.resources.invalidate_cache()
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("discovery at %s: %s" % (api.configuration.host, exc))
 
@@ -223,8 +226,8 @@ class ClusterReader(object):
         what = "%s %s%s" % (kind, name or "", " in " + namespace if namespace else "")
         try:
             resource = self.client.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError:
-            raise ReadError("the cluster serves no %s in %s" % (kind, api_version))
+        except ResourceNotFoundError:   # no CRD serves it: no object, the check says what is missing
+            return []
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("discovery of %s: %s" % (kind, exc))
         try:
@@ -239,25 +242,30 @@ class ClusterReader(object):
         return [found] if name else found.get("items") or []
 
     def log(self, namespace, pod, container, previous=False, tail_lines=None):
-        kwargs = {"container": container, "previous": previous, "_request_timeout": REQUEST_TIMEOUT}
+        """The log's lines, as the kubelet sent them (not decoded as JSON when a line is JSON)."""
+        kwargs = {"container": container, "previous": previous, "_request_timeout": REQUEST_TIMEOUT,
+                  "_preload_content": False}
         if tail_lines:
             kwargs["tail_lines"] = tail_lines
         try:
-            return (self.core.read_namespaced_pod_log(pod, namespace, **kwargs) or "").splitlines()
+            data = self.core.read_namespaced_pod_log(pod, namespace, **kwargs).data
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("logs of %s/%s (%s): %s" % (namespace, pod, container, getattr(exc, "reason", exc)))
+        return data.decode("utf-8", "replace").splitlines()
 
     def exec_(self, namespace, pod, container, command):
+        resp = None
         try:
             resp = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
                           container=container, stderr=True, stdin=False, stdout=True, tty=False,
-                          _preload_content=False)
+                          _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             resp.run_forever(timeout=REQUEST_TIMEOUT)
-            out = resp.read_stdout() or ""
-            resp.close()
+            return resp.read_stdout(timeout=0) or ""
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("exec %s in %s/%s: %s" % (" ".join(command), namespace, pod, exc))
-        return out
+        finally:
+            if resp is not None:
+                resp.close()
 
 
 def main():
@@ -310,6 +318,8 @@ def main():
                                     "must be a percentage above 0, at most 100", "10")
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
+    # Discovery and the exec's connection take no timeout of their own.
+    socket.setdefaulttimeout(REQUEST_TIMEOUT)
     settings = dict(params, release=params["release_name"], symptom_settings={
         "mpsd_memory_limit": params["mpsd_memory_limit"], "nri_socket_path": params["nri_socket_path"],
         "cri_socket_path": params["cri_socket_path"],
@@ -322,7 +332,7 @@ def main():
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
     except ReadError as exc:
-        module.fail_json(msg=readiness.after_failed_read({}, " ".join(str(exc).split()))["message"], failure="cluster")
+        module.fail_json(msg=readiness.after_failed_read({}, readiness.one_line(exc))["message"], failure="cluster")
     module.exit_json(changed=False, **result)
 
 

@@ -46,7 +46,7 @@ class Lab(object):
         self.objects = copy.deepcopy(CONVERGED)
         self.objects.update(changes)
         self.api = API
-        self.reads, self.logs, self.execs = [], [], []
+        self.reads, self.calls, self.logs, self.execs = [], [], [], []
         self.fail = set()
         self.states = {}        # kind -> [objects per read]; the last one stays
         self.now = 0.0
@@ -65,6 +65,7 @@ class Lab(object):
 
     def list(self, api_version, kind, namespace=None, name=None, label_selector=None):
         self.reads.append(kind)
+        self.calls.append((api_version, kind, namespace, name, label_selector))
         if kind in self.fail:
             raise ReadError("reading %s: connection refused" % kind)
         if kind in self.states:
@@ -80,6 +81,8 @@ class Lab(object):
 
     def log(self, namespace, pod, container, previous=False, tail_lines=None):
         self.logs.append((pod, container, previous, tail_lines))
+        if "log" in self.fail:
+            raise ReadError("logs of gpu-fractioning/%s (%s): Bad Request" % (pod, container))
         return self.objects.get("logs", {}).get((pod, container, previous), self.objects["mpsd_log"])
 
     def exec_(self, namespace, pod, container, command):
@@ -115,9 +118,14 @@ def test_the_converged_release_passes_every_check_in_one_read_each():
                          "GpuFractioningConfig", "Node", "Config"] and lab.now == 0
     mpsd = pod_named(lab, "mpsd")["metadata"]["name"]
     assert lab.execs == [(mpsd, ["cat", "/var/log/nvidia-mps/control.log"])]
+    assert lab.calls == [
+        ("apps/v1", "Deployment", "gpu-fractioning", None, None), (API, "GpuFractioningConfig", None, "default", None),
+        ("apps/v1", "DaemonSet", "gpu-fractioning", None, None), ("apps/v1", "DaemonSet", "gpu-fractioning", None, None),
+        ("v1", "Pod", "gpu-fractioning", None, None), (API, "GpuFractioningConfig", None, "default", None),
+        ("v1", "Node", None, None, "nvidia.com/gpu.present=true"), ("kai.scheduler/v1", "Config", None, "kai-config", None)]
     assert "4 containers run %s/<name>:%s at the digests in /var/tmp/smshare/fork_images_manifest.json" % (
         BASE, SETTINGS["tag"]) in result["message"]
-    assert "kai-config reports DependenciesFulfilled=True." in result["message"]
+    assert "kai-config reports DependenciesFulfilled=True" in result["message"]
 
 
 def test_the_report_shows_each_table_the_role_printed():
@@ -230,6 +238,18 @@ def test_an_mpsd_without_multiuser_mode_is_named():
     assert result["message"].endswith("then restart mpsd (kubectl -n gpu-fractioning delete pod POD).")
 
 
+def test_an_mpsd_pod_whose_log_cannot_be_read_is_named():
+    lab = Lab()
+    lab.fail.add("log")
+    result = run(lab)
+    name = pod_named(lab, "mpsd")["metadata"]["name"]
+    assert result["failed_check"] == "mpsd_startup"
+    assert result["message"].startswith("mpsd pod %s on smshare-lab-node-01: its log could not be read (logs of "
+                                        "gpu-fractioning/%s (mpsd): Bad Request)." % (name, name))
+    # The checks before it and their report are kept.
+    assert [c["ok"] for c in result["checks"]][:-1] == [True] * 6 and result["report"]
+
+
 def test_an_unreadable_control_log_leaves_the_pod_log_to_decide():
     lab = Lab()
     lab.fail.add("exec")
@@ -295,13 +315,32 @@ def test_deployments_that_are_not_available_are_named_with_their_pulls():
     assert lab.reads == ["Deployment"] * 7 + ["Pod", "Event"]
 
 
+def test_events_that_cannot_be_read_leave_the_pods_to_name_the_pulls():
+    lab = Lab()
+    lab.fail.add("Event")
+    deployment = lab.objects["deployments"][0]
+    deployment["status"]["availableReplicas"] = 0
+    for condition in deployment["status"]["conditions"]:
+        if condition["type"] == "Available":
+            condition.update(status="False", reason="MinimumReplicasUnavailable")
+    operator = [p for p in lab.objects["pods"] if not p["metadata"]["name"].startswith(("gpu-fractioning-mpsd",
+                                                                                        "gpu-fractioning-fractiond"))][0]
+    operator["status"]["containerStatuses"][0].update(ready=False, state={"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"x\""}})
+    result = run(lab)
+    assert result["failed_check"] == "deployments"
+    assert "ImagePullBackOff" in result["message"], result["message"]
+
+
 # ---------------------------------------------------------------- kai-scheduler
 def test_the_converged_kai_release_passes_in_three_reads():
     lab = Lab()
     result = run_kai(lab)
     assert result["ok"], result["message"]
     assert [c["name"] for c in result["checks"]] == list(release_verify.CHECKS["kai-scheduler"])
-    assert lab.reads == ["Config", "Deployment", "Pod"] and lab.now == 0
+    assert lab.calls == [("kai.scheduler/v1", "Config", None, "kai-config", None),
+                         ("apps/v1", "Deployment", "kai-scheduler", None, None),
+                         ("v1", "Pod", "kai-scheduler", None, None)] and lab.now == 0
     assert "containers run %s/kai-scheduler/<service>:%s at the digests in" % (REGISTRY, KAI["tag"]) in result["message"]
     assert "kai-config: gpuSharingMode NvFractions, DependenciesFulfilled=True" in result["message"]
     assert any(line.split()[:3] == ["POD", "CONTAINER", "SERVICE"] for line in result["report"])

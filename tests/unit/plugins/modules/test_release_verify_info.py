@@ -54,3 +54,16 @@ current-context: x
     done = run_module(monkeypatch, release_verify_info.main, dict(NEEDED, kubeconfig=str(config)))
     assert done.failed and done.result["failure"] == "cluster", done.result
     assert done.result["msg"].startswith("The last read of the cluster failed: discovery at https://127.0.0.1:1")
+
+
+class Missing(object):
+    """A discovery that serves no such kind, as DynamicClient's."""
+
+    def get(self, **kwargs):
+        raise release_verify_info.ResourceNotFoundError("No matches found for %s" % kwargs)
+
+
+def test_a_kind_no_api_serves_reads_as_no_object_so_the_check_names_what_is_missing():
+    reader = object.__new__(release_verify_info.ClusterReader)
+    reader.client = type("Client", (), {"resources": Missing()})()
+    assert reader.list("kai.scheduler/v1", "Config", name="kai-config") == []
