@@ -179,6 +179,7 @@ checks:
             "rows": [{"node": "gpu-1", "status": "True", "reason": "", "message": "", "ok": true}]}]
 """
 
+import re
 import socket
 import traceback
 
@@ -268,6 +269,11 @@ class ClusterReader(object):
                 resp.close()
 
 
+ARGUMENT_DEFAULTS = {"cri_socket_path": "/run/containerd/containerd.sock", "nri_socket_path": "/var/run/nri/nri.sock",
+                     "mps_control_log": "/var/log/nvidia-mps/control.log", "gpu_sharing_mode": "NvFractions",
+                     "node_selector": "nvidia.com/gpu.present=true", "mps_start_pattern": "Starting control daemon"}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -277,16 +283,16 @@ def main():
             namespace=dict(type="str"),
             release_name=dict(type="str"),
             deployments_hint=dict(type="str", default=""),
-            gpu_sharing_mode=dict(type="str", default="NvFractions"),
+            gpu_sharing_mode=dict(type="str", default=ARGUMENT_DEFAULTS["gpu_sharing_mode"]),
             timeout=dict(type="int", default=300),
             poll_interval=dict(type="int", default=5),
             components=dict(type="list", elements="str", default=["mpsd", "fractiond"]),
-            cri_socket_path=dict(type="str", default="/run/containerd/containerd.sock"),
-            nri_socket_path=dict(type="str", default="/var/run/nri/nri.sock"),
-            node_selector=dict(type="str", default="nvidia.com/gpu.present=true"),
+            cri_socket_path=dict(type="str", default=ARGUMENT_DEFAULTS["cri_socket_path"]),
+            nri_socket_path=dict(type="str", default=ARGUMENT_DEFAULTS["nri_socket_path"]),
+            node_selector=dict(type="str", default=ARGUMENT_DEFAULTS["node_selector"]),
             failure_log_lines=dict(type="int", default=50),
-            mps_control_log=dict(type="str", default="/var/log/nvidia-mps/control.log"),
-            mps_start_pattern=dict(type="str", default="Starting control daemon"),
+            mps_control_log=dict(type="str", default=ARGUMENT_DEFAULTS["mps_control_log"]),
+            mps_start_pattern=dict(type="str", default=ARGUMENT_DEFAULTS["mps_start_pattern"]),
             default_namespace_percentage=dict(type="float", default=10),
             image_base=dict(type="str", required=True),
             tag=dict(type="str", required=True),
@@ -312,7 +318,22 @@ def main():
                       pattern=r"[^\s@]+[^\s@/]", rule="must be a repository prefix, without spaces, digest or final /")
         validate.text("tag", params["tag"], example="smshare-44d1d0a-af0544e", pattern=registry.TAG_RE,
                       rule="must be an image tag (letters, digits, _ . -; at most 128)")
-        validate.items("components", params["components"], example="[mpsd, fractiond]")
+        validate.text("release_name", params["release_name"], example=params["chart"], max_length=53,
+                      pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="must be a helm release name")
+        validate.items("components", params["components"], example="[mpsd, fractiond]", each=lambda name, value: (
+            validate.text(name, value, example="mpsd", pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+                          rule="must be a label value (lower case letters, digits and -)")))
+        # The control log is read in the mpsd container; the other paths are only named in advice.
+        validate.path("mps_control_log", params["mps_control_log"], example=ARGUMENT_DEFAULTS["mps_control_log"])
+        for name in ("cri_socket_path", "nri_socket_path", "gpu_sharing_mode", "node_selector", "mps_start_pattern"):
+            validate.text(name, params[name], example=ARGUMENT_DEFAULTS[name])
+        for name in ("deployments_hint", "image_manifest_path", "mpsd_memory_limit", "gpu_operator_minimum_version"):
+            validate.text(name, params[name], example="(see the documentation)", required=False)
+        try:
+            re.compile(params["mps_start_pattern"])
+        except re.error as exc:
+            raise validate.BadInput("mps_start_pattern", params["mps_start_pattern"],
+                                    "must be a regular expression (%s)" % exc, ARGUMENT_DEFAULTS["mps_start_pattern"])
         if not 0 < params["default_namespace_percentage"] <= 100:
             raise validate.BadInput("default_namespace_percentage", params["default_namespace_percentage"],
                                     "must be a percentage above 0, at most 100", "10")

@@ -23,9 +23,22 @@ NEEDED = {"chart": "gpu-fractioning", "image_base": "registry.example.com:5000/k
     ({"components": []}, "must list at least 1 item"),
     ({"default_namespace_percentage": 0}, "must be a percentage above 0, at most 100"),
     ({"default_namespace_percentage": 150}, "must be a percentage above 0, at most 100"),
+    ({"release_name": "GPU"}, "must be a helm release name"),
+    ({"components": ["mpsd", "Frac tiond"]}, "components[1]='Frac tiond': must be a label value"),
+    ({"cri_socket_path": "/run/containerd.sock\n"}, "must not contain control characters"),
+    ({"nri_socket_path": ""}, "nri_socket_path="),
+    ({"mps_control_log": "control.log"}, "mps_control_log='control.log': must be an absolute path"),
+    ({"mps_control_log": "/var/log/../control.log"}, "must be a normalised absolute path"),
+    ({"image_manifest_path": "/tmp/m.json\r"}, "must not contain control characters"),
+    ({"node_selector": "a=b\nc=d"}, "must not contain control characters"),
+    ({"gpu_sharing_mode": ""}, "gpu_sharing_mode="),
+    ({"mps_start_pattern": "Starting (control"}, "must be a regular expression (missing ), unterminated subpattern"),
+    ({"deployments_hint": "see\x1b[31m"}, "must not contain control characters"),
+    ({"mpsd_memory_limit": "1Gi\n"}, "must not contain control characters"),
 ], ids=["timeout", "poll", "log-lines", "namespace", "tag", "tag-space", "image-base",
         "image-base-slash", "components", "percent-zero",
-        "percent-over"])
+        "percent-over", "release", "component", "cri-newline", "nri-empty", "mps-log-relative",
+        "mps-log-dotdot", "manifest-return", "selector-newline", "sharing-empty", "pattern", "hint-escape", "mpsd-newline"])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
     done = run_module(monkeypatch, release_verify_info.main,
                       dict(NEEDED, kubeconfig="/nonexistent/kubeconfig", **args))
