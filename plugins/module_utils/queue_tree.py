@@ -31,6 +31,8 @@ import re
 
 from ansible.module_utils.six import string_types
 
+from ansible_collections.smshare.kai.plugins.module_utils.plain import one_line
+
 API_VERSION = "scheduling.run.ai/v2"
 KIND = "Queue"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "smshare.kai")
@@ -518,11 +520,6 @@ def plan(items, live=(), prune=False, workload_queues=(), pods=(), cluster_unrea
     }
 
 
-def _one_line(text, limit=400):
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def interrupted(results, names, action, reason=None):
     """The message for an apply (parents first) or prune (children first) loop that
     failed part way. results: the loop's per-item results, in the order of names.
@@ -536,9 +533,9 @@ def interrupted(results, names, action, reason=None):
     left = [n for n in names if n not in done]
     if failed:
         first, result = failed[0]
-        why = "queue %s: %s" % (first, _one_line(result.get("msg") if isinstance(result, dict) else result))
+        why = "queue %s: %s" % (first, one_line(result.get("msg") if isinstance(result, dict) else result, 400))
     else:
-        why = "the run stopped before every queue was %s%s" % (action, ": " + _one_line(reason) if reason else "")
+        why = "the run stopped before every queue was %s%s" % (action, ": " + one_line(reason, 400) if reason else "")
     order = "parents first" if action == "applied" else "children first"
     lost = ""
     if failed and len(failed) == len(left) and len(left) > 1:

@@ -18,6 +18,7 @@ import json
 
 from ansible_collections.smshare.kai.plugins.module_utils import fractioning_checks
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks
+from ansible_collections.smshare.kai.plugins.module_utils.plain import one_line
 from ansible_collections.smshare.kai.plugins.module_utils.object_status import (
     condition_summary, conditions, daemonsets_ready, deployments_ready, nodes_condition)
 
@@ -285,12 +286,6 @@ def mpsd_pods_gone(pods, namespace, timeout):
         "Run uninstall again to keep waiting (they take about a minute), or look at `kubectl -n %s describe pod POD`. "
         "The releases were not uninstalled." % (len(rows), timeout, ", ".join(
             "%s on %s" % (r["pod"], r["node"]) for r in rows), namespace)))
-
-
-def one_line(text, limit=300):
-    """An error's text on one line, at most `limit` characters."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def read_failure(value):

@@ -19,6 +19,7 @@ import time
 
 from ansible_collections.smshare.kai.plugins.module_utils import fractioning_checks, readiness
 from ansible_collections.smshare.kai.plugins.module_utils.object_status import condition_summary, owned_pods
+from ansible_collections.smshare.kai.plugins.module_utils.plain import one_line
 from ansible_collections.smshare.kai.plugins.module_utils.pod_images import pod_images
 from ansible_collections.smshare.kai.plugins.module_utils.text_table import text_table
 
@@ -71,7 +72,7 @@ class Verify(object):
             try:
                 objects = read()
             except ReadError as exc:
-                objects, failure = [], readiness.one_line(exc)
+                objects, failure = [], one_line(exc)
             result = dict(readiness.after_failed_read(predicate(objects), failure), objects=objects, failure=failure)
             if result["ok"] or self.clock() >= deadline:
                 return result
@@ -254,7 +255,7 @@ class Verify(object):
                 # Replaced or restarting since its DaemonSet was read: run again once it settled.
                 return readiness.result(False, rows, "mpsd pod %s on %s: its log could not be read (%s). Run the "
                                         "checks again once the pod runs (kubectl -n %s get pods)."
-                                        % (name, node, readiness.one_line(exc), s["namespace"]))
+                                        % (name, node, one_line(exc), s["namespace"]))
             try:
                 control = self.reader.exec_(s["namespace"], name, container, ["cat", s["mps_control_log"]])
             except ReadError:

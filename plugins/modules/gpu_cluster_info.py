@@ -88,7 +88,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, validate
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, plain, validate
 
 try:
     from kubernetes import client as kclient
@@ -105,8 +105,8 @@ REQUEST_TIMEOUT = cluster_access.REQUEST_TIMEOUT
 def _why(exc):
     """A failed request in the words k8s_info's message would use."""
     if isinstance(exc, ApiException):
-        return "%s %s: %s" % (exc.status, exc.reason, " ".join(str(exc.body or "").split())[:300])
-    return " ".join(str(exc).split())[:300]
+        return plain.one_line("%s %s: %s" % (exc.status, exc.reason, exc.body or ""))
+    return plain.one_line(exc)
 
 
 def _raw(call, *args, **kwargs):

@@ -185,7 +185,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, readiness, registry, validate
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, plain, readiness, registry, validate
 from ansible_collections.smshare.kai.plugins.module_utils.release_verify import ReadError, verify
 
 try:
@@ -353,7 +353,7 @@ def main():
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
     except ReadError as exc:
-        module.fail_json(msg=readiness.after_failed_read({}, readiness.one_line(exc))["message"], failure="cluster")
+        module.fail_json(msg=readiness.after_failed_read({}, plain.one_line(exc))["message"], failure="cluster")
     module.exit_json(changed=False, **result)
 
 
