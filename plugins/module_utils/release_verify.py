@@ -110,21 +110,16 @@ class Verify(object):
         s = self.s
         namespace, timeout = s["namespace"], s["timeout"]
 
-        def read_config():
-            return self.read(*KAI_CONFIG[:2], name=KAI_CONFIG[2])
-
         # The post-install hook applies kai-config; the operator then deploys the
         # services and reports Deployed. Waiting for the Deployments alone could end
         # while only the operator's own Deployment exists.
-        deployed = self.wait(read_config, lambda objects: readiness.kai_config_deployed(
+        deployed = self.wait(self._kai_config, lambda objects: readiness.kai_config_deployed(
             objects, namespace, s["release"], timeout))
         if not self.record("kai_config_deployed", deployed):
             return
         if not self.deployments():
             return
-        # Pods not being deleted (an upgrade's old pods may still terminate).
-        live = [p for p in self.read("v1", "Pod", namespace=namespace)
-                if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        live = _live(self.read("v1", "Pod", namespace=namespace))
         not_running = [p["metadata"]["name"] for p in live
                        if (p.get("status") or {}).get("phase") not in ("Running", "Succeeded")]
         if not self.record("pods", self._images(pod_images(live, s["image_base"], s["tag"], s.get("manifest"),
@@ -195,7 +190,7 @@ class Verify(object):
         if not self.record("nodes_ready", nodes):
             return
 
-        live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        live = _live(pods)
         mpsd = ([r.get("uid") for r in ready["rows"] if r.get("component") == "mpsd"] or [""])[0]
         if not self.record("mpsd_startup", self._mpsd_startup(owned_pods(live, mpsd))):
             return
@@ -205,7 +200,7 @@ class Verify(object):
             return
 
         if s.get("check_kai_config", True):
-            self.record("kai_config", self.wait(lambda: self.read(*KAI_CONFIG[:2], name=KAI_CONFIG[2]),
+            self.record("kai_config", self.wait(self._kai_config,
                                                 lambda objects: readiness.kai_config_dependencies(objects, timeout)))
 
     def result(self):
@@ -217,6 +212,9 @@ class Verify(object):
         return dict(common, ok=True, failed_check=None, message="\n".join(c["message"] for c in self.checks))
 
     # ------------------------------------------------------------ the parts
+    def _kai_config(self):
+        return self.read(*KAI_CONFIG[:2], name=KAI_CONFIG[2])
+
     def _read_or_none(self, *args, **kwargs):
         """A read that only adds detail to a failure: None when it fails."""
         try:
@@ -295,6 +293,11 @@ class Verify(object):
         return readiness.result(True, rows, "%d containers run %s/%s:%s%s" % (
             len(rows), s["image_base"], word, s["tag"],
             " at the digests in " + s["image_manifest_path"] if s.get("manifest") is not None else ""))
+
+
+def _live(pods):
+    """The pods not being deleted (an upgrade's old pods may still terminate)."""
+    return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 
 def report(checks):
