@@ -15,8 +15,9 @@ import traceback
 try:
     from kubernetes import client as kube_client
     from kubernetes import config as kube_config
+    from kubernetes.stream import stream as kube_stream
 except ImportError:
-    kube_client = kube_config = None
+    kube_client = kube_config = kube_stream = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
     KUBERNETES_IMPORT_ERROR = None
@@ -63,3 +64,28 @@ def api_client(kubeconfig=None, context=None):
     except Exception as exc:  # pylint: disable=broad-except
         raise AccessError("no kubeconfig and not in a cluster: %s" % exc)
     return kube_client.ApiClient()
+
+
+class ExecTimeout(Exception):
+    """A command exec'd in a pod was still running at its timeout."""
+
+
+def exec_in_pod(core, namespace, pod, command, container=None, timeout=REQUEST_TIMEOUT):
+    """(stdout, stderr, returncode) of `command` in a container of a pod,
+    through `core` (a CoreV1Api). The connection and the command get `timeout`
+    seconds: a command still running then raises ExecTimeout, never a wait
+    that outlives the caller's own timeout. The stream is closed in every case."""
+    kwargs = dict(command=command, stderr=True, stdin=False, stdout=True, tty=False,
+                  _preload_content=False, _request_timeout=timeout)
+    if container:
+        kwargs["container"] = container
+    resp = None
+    try:
+        resp = kube_stream(core.connect_get_namespaced_pod_exec, pod, namespace, **kwargs)
+        resp.run_forever(timeout=timeout)
+        if resp.is_open():
+            raise ExecTimeout("still running after %s s" % timeout)
+        return resp.read_stdout(timeout=0) or "", resp.read_stderr(timeout=0) or "", resp.returncode
+    finally:
+        if resp is not None:
+            resp.close()

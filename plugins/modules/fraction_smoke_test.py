@@ -315,7 +315,6 @@ from ansible_collections.smshare.kai.plugins.module_utils import cluster_access,
 try:
     from kubernetes import client as kclient
     from kubernetes.client.rest import ApiException
-    from kubernetes.stream import stream
 except ImportError:
     kclient = None
     ApiException = Exception
@@ -484,19 +483,11 @@ class Cluster(object):
             return None
 
     def exec_(self, namespace, name, command, container=None, timeout=60):
-        """(stdout, stderr, rc) of a command in a container."""
-        kwargs = dict(command=command, stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
-        if container:
-            kwargs["container"] = container
+        """(stdout, stderr, rc) of a command in a container, within `timeout` seconds."""
         try:
-            resp = stream(self.core.connect_get_namespaced_pod_exec, name, namespace, **kwargs)
-            resp.run_forever(timeout=timeout)
-            out, err = resp.read_stdout() or "", resp.read_stderr() or ""
-            rc = resp.returncode
-            resp.close()
+            return cluster_access.exec_in_pod(self.core, namespace, name, command, container, timeout)
         except Exception as exc:  # pylint: disable=broad-except
             raise st.SmokeError("exec %s in %s/%s: %s" % (" ".join(command), namespace, name, exc), "cluster")
-        return out, err, rc
 
     def logs(self, namespace, name, container=None):
         kwargs = {"container": container} if container else {}

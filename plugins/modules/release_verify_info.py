@@ -192,7 +192,6 @@ try:
     from kubernetes import client as kclient
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
-    from kubernetes.stream import stream
 except ImportError:
     kclient = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -255,18 +254,10 @@ class ClusterReader(object):
         return data.decode("utf-8", "replace").splitlines()
 
     def exec_(self, namespace, pod, container, command):
-        resp = None
         try:
-            resp = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
-                          container=container, stderr=True, stdin=False, stdout=True, tty=False,
-                          _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            resp.run_forever(timeout=REQUEST_TIMEOUT)
-            return resp.read_stdout(timeout=0) or ""
+            return cluster_access.exec_in_pod(self.core, namespace, pod, command, container)[0]
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("exec %s in %s/%s: %s" % (" ".join(command), namespace, pod, exc))
-        finally:
-            if resp is not None:
-                resp.close()
 
 
 ARGUMENT_DEFAULTS = {"cri_socket_path": "/run/containerd/containerd.sock", "nri_socket_path": "/var/run/nri/nri.sock",

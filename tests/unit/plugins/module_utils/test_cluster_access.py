@@ -59,3 +59,85 @@ def test_no_kubeconfig_outside_a_pod_says_so():
 
 def test_the_options_match_kubernetes_core_so_one_module_defaults_entry_serves_both():
     assert ca.ARGUMENT_SPEC == {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
+
+
+class FakeExec:
+    """The kubernetes library's WSClient as exec_in_pod uses it: a command that
+    ends within `runs` seconds, or keeps running."""
+
+    def __init__(self, runs, stdout="out", stderr="", returncode=0):
+        self.runs, self.stdout, self.stderr, self._rc = runs, stdout, stderr, returncode
+        self.open, self.closed, self.waited = True, False, None
+
+    def run_forever(self, timeout):
+        self.waited = timeout
+        if self.runs <= timeout:
+            self.open = False
+
+    def is_open(self):
+        return self.open
+
+    def read_stdout(self, timeout=None):
+        assert timeout == 0, "a read after the command must never wait"
+        return self.stdout
+
+    def read_stderr(self, timeout=None):
+        assert timeout == 0, "a read after the command must never wait"
+        return self.stderr
+
+    @property
+    def returncode(self):
+        return None if self.open else self._rc
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake_stream(monkeypatch):
+    calls = []
+
+    def install(resp):
+        def stream(func, pod, namespace, **kwargs):
+            calls.append((func, pod, namespace, kwargs))
+            if isinstance(resp, Exception):
+                raise resp
+            return resp
+        monkeypatch.setattr(ca, "kube_stream", stream)
+        return calls
+    return install
+
+
+class Core:
+    connect_get_namespaced_pod_exec = "connect"
+
+
+def test_exec_returns_the_output_and_return_code_and_closes(fake_stream):
+    resp = FakeExec(runs=1, stdout="hello\n", stderr="warn\n", returncode=3)
+    calls = fake_stream(resp)
+    assert ca.exec_in_pod(Core(), "ns", "pod", ["echo", "hello"], "main", timeout=7) == ("hello\n", "warn\n", 3)
+    assert resp.closed and resp.waited == 7
+    func, pod, namespace, kwargs = calls[0]
+    assert (func, pod, namespace) == ("connect", "pod", "ns")
+    assert kwargs["command"] == ["echo", "hello"] and kwargs["container"] == "main"
+    assert kwargs["_request_timeout"] == 7 and not kwargs["stdin"] and not kwargs["tty"]
+
+
+def test_exec_without_a_container_leaves_the_choice_to_the_api_server(fake_stream):
+    calls = fake_stream(FakeExec(runs=0))
+    ca.exec_in_pod(Core(), "ns", "pod", ["true"])
+    assert "container" not in calls[0][3] and calls[0][3]["_request_timeout"] == ca.REQUEST_TIMEOUT
+
+
+def test_a_command_still_running_at_the_timeout_is_an_error_and_the_stream_is_closed(fake_stream):
+    resp = FakeExec(runs=600)
+    fake_stream(resp)
+    with pytest.raises(ca.ExecTimeout, match=r"^still running after 5 s$"):
+        ca.exec_in_pod(Core(), "ns", "pod", ["sleep", "600"], timeout=5)
+    assert resp.closed
+
+
+def test_a_connection_that_fails_is_raised_as_it_came(fake_stream):
+    fake_stream(OSError("connection refused"))
+    with pytest.raises(OSError, match="connection refused"):
+        ca.exec_in_pod(Core(), "ns", "pod", ["true"])
