@@ -9,8 +9,12 @@ them for every module of the group, beside kubernetes.core's groups."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
 import os
+import signal
+import threading
 import traceback
+from contextlib import contextmanager
 
 try:
     from kubernetes import client as kube_client
@@ -67,25 +71,63 @@ def api_client(kubeconfig=None, context=None):
 
 
 class ExecTimeout(Exception):
-    """A command exec'd in a pod was still running at its timeout."""
+    """A command exec'd in a pod did not end within its timeout (`started`:
+    `stdout` and `stderr` hold what it wrote by then), or the exec's connection
+    got no answer (not `started`)."""
+
+    def __init__(self, msg, stdout="", stderr="", started=False):
+        super(ExecTimeout, self).__init__(msg)
+        self.stdout, self.stderr, self.started = stdout, stderr, started
+
+
+@contextmanager
+def _deadline(seconds, what):
+    """Raise ExecTimeout(what) out of the code run inside after `seconds`,
+    whatever that code wraps the alarm's exception in (the kubernetes library
+    makes every error of an exec an ApiException). The exec's websocket connects
+    with no timeout of its own (the library ignores _request_timeout there): a
+    server that accepts the connection and never answers would hold the module
+    for good. Only a module's main thread can take SIGALRM; elsewhere nothing
+    is bounded."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    rang = []
+
+    def ring(signum, frame):
+        rang.append(signum)
+        raise ExecTimeout(what)
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(max(1, int(math.ceil(seconds))))
+    try:
+        yield
+    except Exception:
+        if rang:
+            raise ExecTimeout(what) from None
+        raise
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def exec_in_pod(core, namespace, pod, command, container=None, timeout=REQUEST_TIMEOUT):
     """(stdout, stderr, returncode) of `command` in a container of a pod,
-    through `core` (a CoreV1Api). The connection and the command get `timeout`
-    seconds: a command still running then raises ExecTimeout, never a wait
-    that outlives the caller's own timeout. The stream is closed in every case."""
+    through `core` (a CoreV1Api). The connection gets `timeout` seconds and the
+    command `timeout` more: then ExecTimeout, with what the command wrote so far,
+    never a wait past the caller's own timeout. The stream is closed in every case."""
     kwargs = dict(command=command, stderr=True, stdin=False, stdout=True, tty=False,
                   _preload_content=False, _request_timeout=timeout)
     if container:
         kwargs["container"] = container
     resp = None
     try:
-        resp = kube_stream(core.connect_get_namespaced_pod_exec, pod, namespace, **kwargs)
+        with _deadline(timeout, "no answer to the exec within %s s" % timeout):
+            resp = kube_stream(core.connect_get_namespaced_pod_exec, pod, namespace, **kwargs)
         resp.run_forever(timeout=timeout)
+        out, err = resp.read_stdout(timeout=0) or "", resp.read_stderr(timeout=0) or ""
         if resp.is_open():
-            raise ExecTimeout("still running after %s s" % timeout)
-        return resp.read_stdout(timeout=0) or "", resp.read_stderr(timeout=0) or "", resp.returncode
+            raise ExecTimeout("still running after %s s" % timeout, out, err, started=True)
+        return out, err, resp.returncode
     finally:
         if resp is not None:
             resp.close()

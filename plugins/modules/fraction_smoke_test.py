@@ -486,8 +486,19 @@ class Cluster(object):
         """(stdout, stderr, rc) of a command in a container, within `timeout` seconds."""
         try:
             return cluster_access.exec_in_pod(self.core, namespace, name, command, container, timeout)
+        except cluster_access.ExecTimeout as exc:
+            if not exc.started:
+                raise self._exec_error(command, namespace, name, exc)
+            # A command that does not end is a result for its check (rc None), not a lost cluster.
+            return exc.stdout, (exc.stderr + "\n" if exc.stderr else "") + str(exc), None
         except Exception as exc:  # pylint: disable=broad-except
-            raise st.SmokeError("exec %s in %s/%s: %s" % (" ".join(command), namespace, name, exc), "cluster")
+            raise self._exec_error(command, namespace, name, exc)
+
+    @staticmethod
+    def _exec_error(command, namespace, name, exc):
+        shown = " ".join(command)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        return st.SmokeError("exec %s in %s/%s: %s" % (shown, namespace, name, exc), "cluster")
 
     def logs(self, namespace, name, container=None):
         kwargs = {"container": container} if container else {}

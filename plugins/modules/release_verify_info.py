@@ -330,7 +330,7 @@ def main():
                                     "must be a percentage above 0, at most 100", "10")
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
-    # Discovery and the exec's connection take no timeout of their own.
+    # Discovery takes no timeout of its own (an exec is bounded by cluster_access.exec_in_pod).
     socket.setdefaulttimeout(REQUEST_TIMEOUT)
     settings = dict(params, release=params["release_name"], symptom_settings={
         "mpsd_memory_limit": params["mpsd_memory_limit"], "nri_socket_path": params["nri_socket_path"],

@@ -1,4 +1,9 @@
 """module_utils/cluster_access.py: one way for the collection's modules to load cluster access."""
+import signal
+import socket
+import threading
+import time
+
 import pytest
 import yaml
 
@@ -129,12 +134,38 @@ def test_exec_without_a_container_leaves_the_choice_to_the_api_server(fake_strea
     assert "container" not in calls[0][3] and calls[0][3]["_request_timeout"] == ca.REQUEST_TIMEOUT
 
 
-def test_a_command_still_running_at_the_timeout_is_an_error_and_the_stream_is_closed(fake_stream):
-    resp = FakeExec(runs=600)
+def test_a_command_still_running_at_the_timeout_is_an_error_with_its_output_and_the_stream_is_closed(fake_stream):
+    resp = FakeExec(runs=600, stdout="partial\n", stderr="warming up\n")
     fake_stream(resp)
-    with pytest.raises(ca.ExecTimeout, match=r"^still running after 5 s$"):
+    with pytest.raises(ca.ExecTimeout, match=r"^still running after 5 s$") as caught:
         ca.exec_in_pod(Core(), "ns", "pod", ["sleep", "600"], timeout=5)
     assert resp.closed
+    assert (caught.value.started, caught.value.stdout, caught.value.stderr) == (True, "partial\n", "warming up\n")
+
+
+def test_a_server_that_accepts_the_exec_and_never_answers_is_left_at_the_timeout(tmp_path):
+    """The real client against a socket that accepts and stays silent: the
+    websocket connects without a timeout of its own, so the deadline is ours."""
+    from kubernetes import client as kube_client
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(silent.accept()), daemon=True).start()
+    path = kubeconfig(tmp_path / "kc", server="https://127.0.0.1:%d" % silent.getsockname()[1])
+    core = kube_client.CoreV1Api(ca.api_client(path))
+    started = time.monotonic()
+    try:
+        with pytest.raises(ca.ExecTimeout, match=r"^no answer to the exec within 1 s$") as caught:
+            ca.exec_in_pod(core, "ns", "pod", ["true"], timeout=1)
+    finally:
+        silent.close()
+    assert not caught.value.started
+    assert time.monotonic() - started < 10
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.default_int_handler, None), \
+        "the deadline puts the previous SIGALRM handler back"
+    assert signal.alarm(0) == 0, "no alarm is left pending"
 
 
 def test_a_connection_that_fails_is_raised_as_it_came(fake_stream):

@@ -336,3 +336,38 @@ def test_check_mode_predicts_the_greedy_pods(monkeypatch):
         "fraction-smoke-a", "fraction-smoke-b", "fraction-greedy", "fraction-neighbour"]
     assert done.result["would_create"][2]["spec"]["containers"][0]["image"] == st.DEFAULT_GREEDY_IMAGE
     assert cluster.created == []
+
+
+@pytest.mark.parametrize("raised, expected", [
+    (None, ("4096 MiB\n", "", 0)),
+    # A probe that does not end is its check's result (rc None, what it wrote, why), not a lost cluster.
+    (mod.cluster_access.ExecTimeout("still running after 60 s", "half\n", "", started=True),
+     ("half\n", "still running after 60 s", None)),
+])
+def test_exec_answers_with_the_commands_output(monkeypatch, raised, expected):
+    def exec_in_pod(core, namespace, pod, command, container=None, timeout=30):
+        assert (namespace, pod, container, timeout) == ("ns", "p", "c", 60)
+        if raised:
+            raise raised
+        return "4096 MiB\n", "", 0
+    monkeypatch.setattr(mod.cluster_access, "exec_in_pod", exec_in_pod)
+    cluster = mod.Cluster.__new__(mod.Cluster)
+    cluster.core = object()
+    assert cluster.exec_("ns", "p", ["nvidia-smi"], "c") == expected
+
+
+@pytest.mark.parametrize("raised, words", [
+    (mod.cluster_access.ExecTimeout("no answer to the exec within 60 s"), "no answer to the exec within 60 s"),
+    (OSError("connection refused"), "connection refused"),
+])
+def test_an_exec_without_an_answer_is_a_cluster_failure_with_the_command_shortened(monkeypatch, raised, words):
+    def exec_in_pod(*args, **kwargs):
+        raise raised
+    monkeypatch.setattr(mod.cluster_access, "exec_in_pod", exec_in_pod)
+    cluster = mod.Cluster.__new__(mod.Cluster)
+    cluster.core = object()
+    with pytest.raises(st.SmokeError) as caught:
+        cluster.exec_("ns", "p", ["python3", "-c", "x" * 500])
+    assert caught.value.failure == "cluster"
+    assert str(caught.value).startswith("exec python3 -c xxx") and str(caught.value).endswith(words)
+    assert "x" * 200 not in str(caught.value)
