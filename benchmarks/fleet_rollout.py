@@ -138,8 +138,8 @@ def main():
     print("\nnode                   spent s  waited s  own s  apt lists s  dpkg s")
     for name in order:
         row = rows[name]
-        print("%-22s %8.1f %9.1f %6.1f %12.1f %7.1f" % (name, row["seconds"], row["waited"],
-                                                     row["seconds"] - row["waited"], *packages[name]))
+        own_node = row["seconds"] - row["waited"]
+        print("%-22s %8.1f %9.1f %6.1f %12.1f %7.1f" % ((name, row["seconds"], row["waited"], own_node) + packages[name]))
     print("\nnodes upgraded            %d in batches %s" % (upgraded, ", ".join(map(str, data["batches"]))))
     print("playbook wall time        %.1f s (the rollout's own clock: %.1f s)" % (wall, data["wall_seconds"]))
     print("sum of waits              %.1f s (longest wait of each batch: reboots, drains, agents, readiness)" % waits)
