@@ -182,10 +182,15 @@ def main():
     print("  of it timed on the nodes %.1f s (longest of each batch: apt's list refreshes and dpkg runs)" % hooked)
     print("controller's own time     %.1f s, %.1f s per node (own time less package work; target: at most %.0f s"
           " per node)" % (controller, controller / max(upgraded, 1), OWN_TARGET))
-    if tasks:
-        print("\nlongest tasks (all hosts of a batch run a task together):")
-        for line in tasks[:12]:
-            print("  " + line)
+    others = {}
+    for line in tasks:
+        name, seconds = re.match(r"(.*?) -{3,} ([0-9.]+)s$", line).groups()
+        if not any(name.startswith(package) for package in package_names):
+            others[name] = others.get(name, 0.0) + float(seconds)
+    if others:
+        print("\nlongest other tasks, summed over the batches (waits among them):")
+        for name, seconds in sorted(others.items(), key=lambda item: -item[1])[:15]:
+            print("  %6.2f s  %s" % (seconds, name))
     print("load average at the end    %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
