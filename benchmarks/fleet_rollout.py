@@ -10,11 +10,13 @@ Ready. Nodes of a batch wait side by side, so the rollout's waiting time is
 the sum over batches of the longest wait in each; the rest of the wall time is
 the playbook's own (Ansible, kubernetes.core, the nvidia_driver role's apt
 work), printed per node against the target of at most 15 s per node, with the
-tasks that took longest. The package work is timed on the nodes themselves
-(apt's own hooks, APT::Update and DPkg Pre-/Post-Invoke, write a timestamp for
-the duration of the rollout): what remains, per node, is the controller's time
-(issue 23's target: at most 5 s per node in a batch). Prints figures only; it
-never passes or fails on time.
+tasks that took longest. Of the playbook's own time, the package work is the
+package tasks' time (apt, apt-get, apt-mark, dpkg; found by action in the two
+roles' task files); the part of it apt spends in list refreshes and dpkg is also
+stamped on the nodes by apt's own hooks (APT::Update and DPkg Pre-/Post-Invoke,
+installed for the rollout and removed after). What remains, per node, is the
+controller's time (target: at most 5 s per node in a batch). Prints figures
+only; it never passes or fails on time.
 
     source scripts/env.sh && python3 benchmarks/fleet_rollout.py [--nodes 4] [--batch 2]
 """

@@ -616,8 +616,9 @@ class Smoke(object):
         pod = mpsd[0]
         out, err, rc = self.cluster.exec_(self.p["mpsd_namespace"], pod["metadata"]["name"], command)
         shown = "kubectl -n %s exec %s -- %s" % (self.p["mpsd_namespace"], pod["metadata"]["name"], " ".join(command))
-        if rc not in (0, None):
-            raise st.SmokeError("%s failed (rc %s): %s" % (shown, rc, (err or out).strip()), "failed",
+        if rc != 0:
+            why = "did not end" if rc is None else "failed (rc %s)" % rc
+            raise st.SmokeError("%s %s: %s" % (shown, why, (err or out).strip()), "failed",
                                 cmd=shown, rc=rc, stdout=out, stderr=err)
         try:
             return st.parse_namespace_list(out), shown
@@ -640,7 +641,7 @@ class Smoke(object):
                                                          "nvidia-smi", "--query-gpu=memory.total",
                                                          "--format=csv,noheader"], st.CONTAINER)
             try:
-                views[name] = st.parse_smi_memory(out) if rc in (0, None) else None
+                views[name] = st.parse_smi_memory(out) if rc == 0 else None
             except ValueError:
                 views[name] = None
             if views[name] is None:

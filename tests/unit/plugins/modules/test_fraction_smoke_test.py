@@ -108,6 +108,8 @@ class FakeCluster(object):
 
     def exec_(self, namespace, name, command, container=None, timeout=60):
         self.execs.append((namespace, name, command))
+        if command[0] == "nvidia-cuda-mps-control" and self.behaviour.get("mps_hangs"):
+            return "NAMESPACE  ACTIVE", "still running after 60 s", None
         if command[0] == "nvidia-cuda-mps-control":
             rows = "".join("%s  50.00  unlimited\n" % st.namespace_name_of(p) for p in self.pods_by_name.values()
                            if st.namespace_name_of(p))
@@ -235,6 +237,16 @@ def test_failing_check_names_node_gpu_and_check(monkeypatch):
     assert done.failed and done.result["failure"] == "checks_failed"
     assert "node gpu-node-07" in done.result["msg"] and "check memory (GPU %s)" % GPU in done.result["msg"]
     assert [c["check"] for c in done.result["checks"] if not c["passed"]] == ["memory"]
+    assert cluster.pods_by_name == {}
+
+
+def test_an_mps_namespace_list_that_does_not_end_fails_the_mps_check_naming_it(monkeypatch):
+    cluster = FakeCluster({"mps_hangs": True})
+    done = run(monkeypatch, {"measure_sm_share": False}, cluster)
+    assert done.failed and done.result["failure"] == "checks_failed"
+    mps = [c for c in done.result["checks"] if c["check"] == "mps"]
+    assert mps and not mps[0]["passed"], done.result["checks"]
+    assert "namespace list --server=" in mps[0]["message"] and "did not end: still running after 60 s" in mps[0]["message"]
     assert cluster.pods_by_name == {}
 
 
