@@ -1,0 +1,94 @@
+"""smshare.kai.node_state against the lab's real API server, on a Node object
+of its own (no kubelet behind it, so no other test's node is touched): the
+patch, the Event kubectl describe node shows, check mode, diff, a second run."""
+import json
+import os
+import subprocess
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
+
+NODE = f"smshare-test-node-state-{os.getpid()}"
+LABEL = "smshare.kai/driver-upgrade-state"
+TARGET = "smshare.kai/driver-upgrade-target"
+
+
+def mark(lab, *flags, **args):
+    """The module once, on localhost, as a play would run it; its result as a dict."""
+    argv = ["ansible", "localhost", "-m", "smshare.kai.node_state", "-a",
+            json.dumps(dict({"name": NODE, "kubeconfig": str(lab.kubeconfig)}, **args)), *flags]
+    env = dict(lab.env, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(argv, cwd=lab.root, env=env, text=True, capture_output=True, check=False)
+    try:
+        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(f"no module result:\n{proc.stdout}\n{proc.stderr}") from None
+
+
+def read(lab):
+    """The Node's labels and annotations of this test's own keys (the node controller adds its own), and its cordon."""
+    found = json.loads(lab.kubectl("get", "node", NODE, "-o", "json").stdout)
+    ours = ("smshare.kai/", "keep")
+    return ({k: v for k, v in (found["metadata"].get("labels") or {}).items() if k.startswith(ours)},
+            {k: v for k, v in (found["metadata"].get("annotations") or {}).items() if k.startswith(ours)},
+            bool(found["spec"].get("unschedulable")))
+
+
+def events(lab):
+    found = json.loads(lab.kubectl("-n", "default", "get", "events", "-o", "json", "--field-selector",
+                                   f"involvedObject.kind=Node,involvedObject.name={NODE}").stdout)["items"]
+    found = [e for e in found if e["reason"].startswith("DriverUpgrade")]    # not the node controller's
+    return [(e["reason"], e["type"], e["message"]) for e in sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))]
+
+
+@pytest.fixture
+def node(lab):
+    def clean():
+        lab.kubectl("delete", "node", NODE, "--ignore-not-found")
+        lab.kubectl("-n", "default", "delete", "events", "--field-selector", f"involvedObject.name={NODE}",
+                    check=False)
+    clean()
+    lab.kubectl("create", "-f", "-", input_text=json.dumps({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"smshare.kai/test": "node-state"}, "annotations": {"keep": "me"}}}))
+    yield lab
+    clean()
+
+
+def test_a_state_is_one_patch_and_its_event_and_a_second_run_changes_nothing(node):
+    lab = node
+    args = {"labels": {LABEL: "cordon-required"}, "annotations": {TARGET: 615}, "unschedulable": True}
+    event = {"reason": "DriverUpgrade", "message": "cordon-required: cordoned for the driver upgrade",
+             "component": "smshare.kai.driver_upgrade"}
+
+    checked = mark(lab, "--check", "--diff", **args, event=event)
+    assert checked["changed"] and checked["diff"]["after"] == {
+        "labels": {LABEL: "cordon-required"}, "annotations": {TARGET: "615"}, "unschedulable": True}, checked
+    assert read(lab) == ({"smshare.kai/test": "node-state"}, {"keep": "me"}, False) and events(lab) == []
+
+    first = mark(lab, **args, event=event)
+    assert first["changed"] and first["patched"] and first["event"].startswith(NODE + "."), first
+    labels, annotations, cordoned = read(lab)
+    assert labels == {"smshare.kai/test": "node-state", LABEL: "cordon-required"}
+    assert annotations == {"keep": "me", TARGET: "615"} and cordoned
+    assert events(lab) == [("DriverUpgrade", "Normal", "cordon-required: cordoned for the driver upgrade")]
+    assert "cordon-required: cordoned for the driver upgrade" in lab.kubectl("describe", "node", NODE).stdout
+
+    again = mark(lab, **args)
+    assert not again["changed"] and not again["patched"], again
+
+    cleared = mark(lab, "--diff", annotations={TARGET: None}, unschedulable=False,
+                   event={"reason": "DriverUpgradeBlocked", "type": "Warning", "message": "blocked: x"})
+    assert cleared["diff"]["before"]["annotations"] == {TARGET: "615"}
+    assert read(lab) == ({"smshare.kai/test": "node-state", LABEL: "cordon-required"}, {"keep": "me"}, False)
+    assert events(lab)[-1] == ("DriverUpgradeBlocked", "Warning", "blocked: x")
+
+
+def test_a_node_that_is_not_there_is_named_and_bad_input_writes_nothing(node):
+    lab = node
+    missing = mark(lab, name=NODE + "-gone", labels={LABEL: "x"}, event={"reason": "DriverUpgrade", "message": "m"})
+    assert missing["failed"] and missing["failure"] == "node_missing" and f"Node {NODE}-gone is not in the cluster" in missing["msg"]
+    bad = mark(lab, labels={LABEL: "not a value"}, unschedulable=True)
+    assert bad["failed"] and bad["failure"] == "bad_input" and "must be a label value" in bad["msg"]
+    assert read(lab)[2] is False and events(lab) == []
