@@ -116,6 +116,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--show-tasks", type=int, default=15, help="how many of the longest other tasks to list")
     args = parser.parse_args()
     env, facts = lab_env(args.nodes)
     nodes = facts["gpu_nodes"][:args.nodes]
@@ -190,8 +191,9 @@ def main():
         if not any(name.startswith(package) for package in package_names):
             others[name] = others.get(name, 0.0) + float(seconds)
     if others:
-        print("\nlongest other tasks, summed over the batches (waits among them):")
-        for name, seconds in sorted(others.items(), key=lambda item: -item[1])[:15]:
+        print("\nlongest other tasks, summed over the batches (waits among them; %d tasks, %.1f s in all):"
+              % (len(others), sum(others.values())))
+        for name, seconds in sorted(others.items(), key=lambda item: -item[1])[:args.show_tasks]:
             print("  %6.2f s  %s" % (seconds, name))
     print("load average at the end    %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
