@@ -208,18 +208,47 @@ def _stamp(body):
     return body
 
 
-def run(module, core):
+class NodeCalls:
+    """The module's three calls, with dicts: plain JSON where the client makes
+    calls itself (no typed API to import), CoreV1Api with older libraries."""
+
+    def __init__(self, client):
+        self.client = client
+        self.core = None if cluster_access.plain_calls(client) else kclient.CoreV1Api(client)
+
+    def read(self, name):
+        if self.core is None:
+            found = cluster_access.plain_json(self.client, "GET", "/api/v1/nodes/%s" % name)
+            meta, spec = found.get("metadata") or {}, found.get("spec") or {}
+            return {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
+                    "unschedulable": bool(spec.get("unschedulable"))}
+        found = self.core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT)
+        return {"labels": found.metadata.labels or {}, "annotations": found.metadata.annotations or {},
+                "unschedulable": bool(found.spec.unschedulable) if found.spec else False}
+
+    def patch(self, name, body):
+        if self.core is None:
+            cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
+                                      content_type="application/merge-patch+json")
+        else:   # older libraries send a dict as a strategic merge patch: the same for labels, annotations and a bool
+            self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT)
+
+    def create_event(self, body):
+        if self.core is None:
+            return cluster_access.plain_json(self.client, "POST", "/api/v1/namespaces/default/events", body)["metadata"]["name"]
+        return self.core.create_namespaced_event("default", body, _request_timeout=cluster_access.REQUEST_TIMEOUT).metadata.name
+
+
+def run(module, calls):
     params = module.params
     name = params["name"]
     try:
-        node = core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT)
+        current = calls.read(name)
     except ApiException as exc:
         if exc.status == 404:
             module.fail_json(msg="Node %s is not in the cluster: nothing was changed. Check the node's name (kubectl get "
                              "nodes) against the inventory." % name, failure="node_missing")
         raise
-    current = {"labels": node.metadata.labels or {}, "annotations": node.metadata.annotations or {},
-               "unschedulable": bool(node.spec.unschedulable) if node.spec else False}
     patch, after = plan(current, params["labels"], params["annotations"], params["unschedulable"])
     result = dict(changed=patch is not None, patched=patch is not None, event="", **after)
     if module._diff:
@@ -228,19 +257,17 @@ def run(module, core):
         result["changed"] = result["changed"] or bool(params["event"])
         return result
     if patch is not None:
-        core.patch_node(name, patch, _content_type="application/merge-patch+json",
-                        _request_timeout=cluster_access.REQUEST_TIMEOUT)
+        calls.patch(name, patch)
     if params["event"]:
         try:
-            written = core.create_namespaced_event("default", _stamp(event_body(name, params["event"])),
-                                                   _request_timeout=cluster_access.REQUEST_TIMEOUT)
+            written = calls.create_event(_stamp(event_body(name, params["event"])))
         except Exception as exc:  # pylint: disable=broad-except
             # A record for people: the Node's change stands whatever becomes of it.
             text = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
             result["event_error"] = "the Event on Node %s could not be written: %s" % (name, text)
             module.warn(result["event_error"])
         else:
-            result.update(changed=True, event=written.metadata.name)
+            result.update(changed=True, event=written)
     return result
 
 
@@ -296,8 +323,7 @@ def main():
     except validate.BadInput as exc:
         module.fail_json(msg=exc.msg, **exc.details())
     try:
-        core = kclient.CoreV1Api(cluster_access.api_client(params["kubeconfig"], params["context"]))
-        result = run(module, core)
+        result = run(module, NodeCalls(cluster_access.api_client(params["kubeconfig"], params["context"])))
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
     except ApiException as exc:

@@ -172,3 +172,56 @@ def test_a_connection_that_fails_is_raised_as_it_came(fake_stream):
     fake_stream(OSError("connection refused"))
     with pytest.raises(OSError, match="connection refused"):
         ca.exec_in_pod(Core(), "ns", "pod", ["true"])
+
+
+@pytest.fixture
+def answering_server():
+    """An HTTP server that records each request and answers from `answers` (path -> (status, body))."""
+    import http.server
+    import json
+    seen, answers = [], {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            seen.append((self.command, self.path, self.headers.get("Content-Type"), self.headers.get("Authorization"),
+                         json.loads(self.rfile.read(length)) if length else None))
+            status, body = answers.get(self.path, (404, {"kind": "Status", "reason": "NotFound"}))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        do_GET = do_PATCH = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, seen, answers
+    server.shutdown()
+    server.server_close()
+
+
+def test_plain_json_sends_the_body_type_and_token_and_returns_the_answer(tmp_path, answering_server):
+    server, seen, answers = answering_server
+    client = ca.api_client(kubeconfig(tmp_path / "kc", server="http://127.0.0.1:%d" % server.server_port))
+    assert ca.plain_calls(client), "the pinned kubernetes library makes plain calls"
+    answers["/api/v1/nodes/n1"] = (200, {"metadata": {"name": "n1"}})
+    assert ca.plain_json(client, "GET", "/api/v1/nodes/n1") == {"metadata": {"name": "n1"}}
+    assert ca.plain_json(client, "PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}},
+                         content_type="application/merge-patch+json") == {"metadata": {"name": "n1"}}
+    assert seen == [("GET", "/api/v1/nodes/n1", "application/json", "Bearer not-a-secret", None),
+                    ("PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", "Bearer not-a-secret",
+                     {"spec": {"unschedulable": True}})]
+
+
+def test_plain_json_raises_what_the_typed_apis_raise_for_a_refusal(tmp_path, answering_server):
+    from kubernetes.client.rest import ApiException
+    server, _seen, _answers = answering_server
+    client = ca.api_client(kubeconfig(tmp_path / "kc", server="http://127.0.0.1:%d" % server.server_port))
+    with pytest.raises(ApiException) as refused:
+        ca.plain_json(client, "GET", "/api/v1/nodes/missing")
+    assert refused.value.status == 404 and "NotFound" in refused.value.body

@@ -60,7 +60,8 @@ def test_the_event_names_the_node_as_kubectl_describe_node_matches_it():
 
 
 class FakeCore:
-    """CoreV1Api's three calls the module makes, recorded; event_fails makes the Event's write fail."""
+    """CoreV1Api's three calls the module makes with an older kubernetes library, recorded;
+    event_fails makes the Event's write fail."""
 
     def __init__(self, current, event_fails=False):
         self.current, self.event_fails, self.calls = current, event_fails, []
@@ -70,8 +71,8 @@ class FakeCore:
         return SimpleNamespace(metadata=SimpleNamespace(labels=self.current["labels"], annotations=self.current["annotations"]),
                                spec=SimpleNamespace(unschedulable=self.current["unschedulable"]))
 
-    def patch_node(self, name, body, _content_type=None, **_):
-        self.calls.append(("patch", name, body, _content_type))
+    def patch_node(self, name, body, **_):
+        self.calls.append(("patch", name, body))
 
     def create_namespaced_event(self, namespace, body, **_):
         self.calls.append(("event", namespace, body["reason"], body["message"]))
@@ -81,6 +82,7 @@ class FakeCore:
 
 
 def run_fake(monkeypatch, core, check_mode=False, **args):
+    # A client that cannot make plain calls: the typed API is used.
     monkeypatch.setattr(node_state.cluster_access, "api_client", lambda *a: None)
     monkeypatch.setattr(node_state.kclient, "CoreV1Api", lambda _client: core)
     args = dict({"name": "gpu-1", "_ansible_check_mode": check_mode, "_ansible_diff": True}, **args)
@@ -95,8 +97,7 @@ def test_a_change_is_one_merge_patch_then_its_event(monkeypatch):
     done = run_fake(monkeypatch, core, labels={LABEL: "cordon-required"}, unschedulable=True, event=EVENT)
     assert not done.failed and done.result["changed"] and done.result["patched"]
     assert core.calls == [("read", "gpu-1"),
-                          ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "cordon-required"}}, "spec": {"unschedulable": True}},
-                           "application/merge-patch+json"),
+                          ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "cordon-required"}}, "spec": {"unschedulable": True}}),
                           ("event", "default", "DriverUpgrade", "cordon-required: cordoned")]
     assert done.result["event"] == "gpu-1.abcde" and done.result["unschedulable"] is True
 
@@ -157,3 +158,23 @@ def test_a_number_is_set_as_its_text(monkeypatch):
     done = run_fake(monkeypatch, core, annotations={TARGET: 615, "smshare.kai/driver-upgrade-agents": 2})
     assert core.calls[1][2] == {"metadata": {"annotations": {"smshare.kai/driver-upgrade-agents": "2"}}}
     assert done.result["annotations"][TARGET] == "615"
+
+
+def test_with_a_client_that_makes_plain_calls_the_same_three_calls_are_plain_json(monkeypatch):
+    calls = []
+
+    def plain_json(client, method, path, body=None, content_type="application/json", **_):
+        calls.append((method, path, content_type, body and body.get("reason", body)))
+        if method == "GET":
+            return {"metadata": {"name": "gpu-1", "labels": {LABEL: "upgrade-done"}}, "spec": {"unschedulable": True}}
+        return {"metadata": {"name": "gpu-1.x1y2z"}}
+    monkeypatch.setattr(node_state.cluster_access, "api_client", lambda *a: "client")
+    monkeypatch.setattr(node_state.cluster_access, "plain_calls", lambda client: client == "client")
+    monkeypatch.setattr(node_state.cluster_access, "plain_json", plain_json)
+    monkeypatch.setattr(node_state.kclient, "CoreV1Api", None)    # never built
+    done = run_module(monkeypatch, node_state.main, {"name": "gpu-1", "annotations": {TARGET: None}, "unschedulable": False,
+                                                     "labels": {LABEL: "upgrade-done"}, "event": EVENT})
+    assert not done.failed and done.result["event"] == "gpu-1.x1y2z" and done.result["unschedulable"] is False
+    assert calls == [("GET", "/api/v1/nodes/gpu-1", "application/json", None),
+                     ("PATCH", "/api/v1/nodes/gpu-1", "application/merge-patch+json", {"spec": {"unschedulable": False}}),
+                     ("POST", "/api/v1/namespaces/default/events", "application/json", "DriverUpgrade")]
