@@ -205,13 +205,21 @@ class ClusterReader(object):
     """The reads the verification makes, as plain objects (the API's JSON, like k8s_info's)."""
 
     def __init__(self, api):
-        self.core = kclient.CoreV1Api(api)
+        self.api, self._core = api, None
         try:
             self.client = DynamicClient(api)
             # The discovery cache outlives a run: a CRD's versions may have changed since.
             self.client.resources.invalidate_cache()
         except Exception as exc:  # pylint: disable=broad-except
             raise ReadError("discovery at %s: %s" % (api.configuration.host, exc))
+
+    @property
+    def core(self):
+        """CoreV1Api, built (and imported: about a second on a busy controller)
+        only for a log or an exec, which a healthy kai-scheduler release never needs."""
+        if self._core is None:
+            self._core = kclient.CoreV1Api(self.api)
+        return self._core
 
     def api_version_of(self, kind):
         """The group/version serving kind, the preferred version first; None if none does."""
