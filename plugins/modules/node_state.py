@@ -60,8 +60,10 @@ options:
         description: The Event's reason, one CamelCase word (C(kubectl get events) shows it).
         type: str
         required: true
-      message:
-        description: What happened, for people; cut to 1000 characters.
+      note:
+        description:
+          - What happened, for people (the Event's C(message)); cut to 1000 characters.
+          - Named as C(events.k8s.io/v1) names it; C(message) is a name Ansible keeps for itself.
         type: str
         required: true
       type:
@@ -86,7 +88,7 @@ EXAMPLES = r"""
     unschedulable: true
     event:
       reason: DriverUpgrade
-      message: "cordon-required: cordoned for the driver upgrade"
+      note: "cordon-required: cordoned for the driver upgrade"
 
 - name: Uncordon it and clear an annotation
   smshare.kai.node_state:
@@ -188,7 +190,7 @@ def diff(current, after, labels, annotations, unschedulable):
 
 
 def event_body(node, event):
-    message = event["message"]
+    message = event["note"]
     if len(message) > MESSAGE_LIMIT:
         message = message[:MESSAGE_LIMIT - 3] + "..."
     return {
@@ -292,8 +294,8 @@ def _check_input(params):
         validate.text("event.reason", event["reason"], example="DriverUpgrade", pattern=REASON_RE, max_length=128,
                       rule="must be one CamelCase word")
         validate.text("event.component", event["component"], example="smshare.kai.driver_upgrade", max_length=128)
-        if not event["message"].strip():
-            raise validate.BadInput("event.message", event["message"], "must say what happened", "cordoned for the upgrade")
+        if not event["note"].strip():
+            raise validate.BadInput("event.note", event["note"], "must say what happened", "cordoned for the upgrade")
 
 
 def main():
@@ -307,7 +309,7 @@ def main():
             unschedulable=dict(type="bool"),
             event=dict(type="dict", options=dict(
                 reason=dict(type="str", required=True),
-                message=dict(type="str", required=True),
+                note=dict(type="str", required=True),
                 type=dict(type="str", choices=["Normal", "Warning"], default="Normal"),
                 component=dict(type="str", default="smshare.kai"),
             )),

@@ -59,7 +59,7 @@ def node(lab):
 def test_a_state_is_one_patch_and_its_event_and_a_second_run_changes_nothing(node):
     lab = node
     args = {"labels": {LABEL: "cordon-required"}, "annotations": {TARGET: 615}, "unschedulable": True}
-    event = {"reason": "DriverUpgrade", "message": "cordon-required: cordoned for the driver upgrade",
+    event = {"reason": "DriverUpgrade", "note": "cordon-required: cordoned for the driver upgrade",
              "component": "smshare.kai.driver_upgrade"}
 
     checked = mark(lab, "--check", "--diff", **args, event=event)
@@ -79,7 +79,7 @@ def test_a_state_is_one_patch_and_its_event_and_a_second_run_changes_nothing(nod
     assert not again["changed"] and not again["patched"], again
 
     cleared = mark(lab, "--diff", annotations={TARGET: None}, unschedulable=False,
-                   event={"reason": "DriverUpgradeBlocked", "type": "Warning", "message": "blocked: x"})
+                   event={"reason": "DriverUpgradeBlocked", "type": "Warning", "note": "blocked: x"})
     assert cleared["diff"]["before"]["annotations"] == {TARGET: "615"}
     assert read(lab) == ({"smshare.kai/test": "node-state", LABEL: "cordon-required"}, {"keep": "me"}, False)
     assert events(lab)[-1] == ("DriverUpgradeBlocked", "Warning", "blocked: x")
@@ -87,7 +87,7 @@ def test_a_state_is_one_patch_and_its_event_and_a_second_run_changes_nothing(nod
 
 def test_a_node_that_is_not_there_is_named_and_bad_input_writes_nothing(node):
     lab = node
-    missing = mark(lab, name=NODE + "-gone", labels={LABEL: "x"}, event={"reason": "DriverUpgrade", "message": "m"})
+    missing = mark(lab, name=NODE + "-gone", labels={LABEL: "x"}, event={"reason": "DriverUpgrade", "note": "m"})
     assert missing["failed"] and missing["failure"] == "node_missing" and f"Node {NODE}-gone is not in the cluster" in missing["msg"]
     bad = mark(lab, labels={LABEL: "not a value"}, unschedulable=True)
     assert bad["failed"] and bad["failure"] == "bad_input" and "must be a label value" in bad["msg"]

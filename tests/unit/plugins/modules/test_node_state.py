@@ -43,14 +43,14 @@ def test_only_what_differs_is_patched(current, labels, annotations, unschedulabl
 
 def test_the_diff_shows_the_keys_asked_for_only():
     current = node({LABEL: "drain-required", "kubernetes.io/hostname": "n1"}, {TARGET: "615"}, unschedulable=True)
-    _, after = node_state.plan(current, {LABEL: "upgrade-done"}, {TARGET: None}, False)
+    _patch, after = node_state.plan(current, {LABEL: "upgrade-done"}, {TARGET: None}, False)
     shown = node_state.diff(current, after, {LABEL: "upgrade-done"}, {TARGET: None}, False)
     assert shown == {"before": {"labels": {LABEL: "drain-required"}, "annotations": {TARGET: "615"}, "unschedulable": True},
                      "after": {"labels": {LABEL: "upgrade-done"}, "annotations": {TARGET: None}, "unschedulable": False}}
 
 
 def test_the_event_names_the_node_as_kubectl_describe_node_matches_it():
-    body = node_state.event_body("gpu-1", {"reason": "DriverUpgrade", "message": "x" * 1500, "type": "Warning",
+    body = node_state.event_body("gpu-1", {"reason": "DriverUpgrade", "note": "x" * 1500, "type": "Warning",
                                            "component": "smshare.kai.driver_upgrade"})
     assert body["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": "gpu-1"}
     assert body["metadata"] == {"generateName": "gpu-1.", "namespace": "default"}
@@ -89,7 +89,7 @@ def run_fake(monkeypatch, core, check_mode=False, **args):
     return run_module(monkeypatch, node_state.main, args)
 
 
-EVENT = {"reason": "DriverUpgrade", "message": "cordon-required: cordoned"}
+EVENT = {"reason": "DriverUpgrade", "note": "cordon-required: cordoned"}
 
 
 def test_a_change_is_one_merge_patch_then_its_event(monkeypatch):
@@ -140,9 +140,9 @@ def test_a_missing_node_is_named_and_nothing_written(monkeypatch):
     ({"labels": {LABEL: "x" * 64}}, "must be a label value"),
     ({"annotations": {TARGET: [615]}}, "must be a string or null"),
     ({"labels": {LABEL: True}}, "must be a string or null"),
-    ({"event": {"reason": "driver upgrade", "message": "m"}}, "must be one CamelCase word"),
-    ({"event": {"reason": "DriverUpgrade", "message": "  "}}, "must say what happened"),
-], ids=["node-name", "label-key", "label-value", "label-value-long", "annotation-not-text", "label-bool", "reason", "message-blank"])
+    ({"event": {"reason": "driver upgrade", "note": "m"}}, "must be one CamelCase word"),
+    ({"event": {"reason": "DriverUpgrade", "note": "  "}}, "must say what happened"),
+], ids=["node-name", "label-key", "label-value", "label-value-long", "annotation-not-text", "label-bool", "reason", "note-blank"])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
     done = run_module(monkeypatch, node_state.main, dict({"name": "gpu-1", "kubeconfig": "/nonexistent/kubeconfig"}, **args))
     assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
