@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
 """Filters over the images a cluster runs and pulls: the pull secret's text, each pod's
-image against the image manifest, the versions in image tags. Documentation: the .yml
-files beside this one. Pure functions of their inputs: the unit tests call them alone."""
+image against the image manifest, the forks whose images are all there. Documentation:
+the .yml files beside this one. Pure functions of their inputs: the unit tests call them
+alone. image_version and component_images are no filters: preflight_cluster_rows reads
+the GPU stack's versions with them."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -93,6 +95,4 @@ class FilterModule(object):
             "forks_present": forks_present,
             "dockerconfigjson": dockerconfigjson,
             "pod_images": pod_images,
-            "image_version": image_version,
-            "component_images": component_images,
         }

@@ -6,15 +6,14 @@ rules are module_utils/preflight_rows.py; each filter returns rows in the role's
 shape (check, found, wanted, status, fix). preflight_driver_rows,
 preflight_runtime_rows and preflight_cluster_rows take what a task file
 registered whole (the role's vars/main.yml passes it on); the words of a stat
-result, a containerd config's NRI and the GPU stack's images come from the
-filters of those concerns (report_text, containerd, images)."""
+result and the GPU stack's images come from report_text's stat_kind and images'
+component_images."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.smshare.kai.plugins.filter.containerd import containerd_nri as _containerd_nri
 from ansible_collections.smshare.kai.plugins.filter.images import component_images as _component_images
 from ansible_collections.smshare.kai.plugins.filter.report_text import stat_kind as _stat_kind
 from ansible_collections.smshare.kai.plugins.module_utils import preflight_rows as _rows
@@ -42,23 +41,6 @@ def _selector(selector, name):
     return str(selector)
 
 
-def preflight_gpu_present_rows(nodes, selector=_rows.PRESENT_SELECTOR):
-    return _rows.gpu_present_rows(_nodes(nodes, "preflight_gpu_present_rows"),
-                                  _selector(selector, "preflight_gpu_present_rows"))
-
-
-def preflight_gpu_memory_rows(nodes, selector=_rows.PRESENT_SELECTOR):
-    return _rows.gpu_memory_rows(_nodes(nodes, "preflight_gpu_memory_rows"),
-                                 _selector(selector, "preflight_gpu_memory_rows"))
-
-
-def preflight_mpsd_memory_rows(nodes, selector=_rows.PRESENT_SELECTOR, limit=None,
-                               knob="smshare_mpsd_memory_limit"):
-    return _rows.mpsd_memory_rows(_nodes(nodes, "preflight_mpsd_memory_rows"),
-                                  _selector(selector, "preflight_mpsd_memory_rows"),
-                                  None if limit is None else str(limit), str(knob))
-
-
 def mpsd_memory_limit(nodes, selector=_rows.PRESENT_SELECTOR, limit=None):
     try:
         return _rows.mpsd_memory_limit(_nodes(nodes, "mpsd_memory_limit"), _selector(selector, "mpsd_memory_limit"),
@@ -67,31 +49,12 @@ def mpsd_memory_limit(nodes, selector=_rows.PRESENT_SELECTOR, limit=None):
         raise AnsibleFilterError("mpsd_memory_limit: %s" % exc)
 
 
-def preflight_mps_v3_rows(result, managed=False):
-    return [_rows.mps_v3_row(_plain(result or {}), bool(managed))]
-
-
-def preflight_mps_v3_exec_rows(results, namespace="gpu-operator", daemonset="nvidia-driver-daemonset",
-                               managed=False):
-    if isinstance(results, dict):
-        results = results.get("results") or []
-    return _rows.mps_v3_exec_rows(_plain(results or []), str(namespace), str(daemonset), bool(managed))
-
-
 def preflight_driver_pods(pods, daemonsets):
     if isinstance(pods, dict):
         pods = pods.get("resources") or []
     if isinstance(daemonsets, dict):
         daemonsets = daemonsets.get("resources") or []
     return _rows.driver_pods(_plain(pods or []), _plain(daemonsets or []))
-
-
-def preflight_fabric_manager_rows(gpu, managed=False, method="host"):
-    return _rows.fabric_manager_rows(_plain(gpu or {}), bool(managed), str(method))
-
-
-def preflight_k3s_rows(socket_present, cri_socket_path, k3s_socket=_rows.K3S_CRI_SOCKET):
-    return _rows.k3s_rows(bool(socket_present), str(cri_socket_path), str(k3s_socket))
 
 
 def _mapping(value, name, what):
@@ -118,8 +81,8 @@ def preflight_runtime_rows(reads, paths):
     paths = _given(_mapping(paths, "preflight_runtime_rows", "the paths"), RUNTIME_PATHS, "preflight_runtime_rows")
     paths = dict((key, "" if value is None else str(value)) for key, value in paths.items())
     output = (reads.get("containerd_version") or {}).get("stdout")
-    nri = _containerd_nri(_rows.slurped_text(reads.get("containerd_config")),
-                          _rows.containerd_version(output) or None)
+    nri = _rows.containerd_nri(_rows.slurped_text(reads.get("containerd_config")),
+                               _rows.containerd_version(output) or None)
     return _rows.runtime_rows(reads, paths, nri, _stat_kind)
 
 
@@ -148,15 +111,8 @@ def preflight_verdict(rows, host):
 class FilterModule(object):
     def filters(self):
         return {
-            "preflight_gpu_present_rows": preflight_gpu_present_rows,
-            "preflight_gpu_memory_rows": preflight_gpu_memory_rows,
-            "preflight_mpsd_memory_rows": preflight_mpsd_memory_rows,
             "mpsd_memory_limit": mpsd_memory_limit,
-            "preflight_mps_v3_rows": preflight_mps_v3_rows,
-            "preflight_mps_v3_exec_rows": preflight_mps_v3_exec_rows,
             "preflight_driver_pods": preflight_driver_pods,
-            "preflight_fabric_manager_rows": preflight_fabric_manager_rows,
-            "preflight_k3s_rows": preflight_k3s_rows,
             "preflight_driver_rows": preflight_driver_rows,
             "preflight_runtime_rows": preflight_runtime_rows,
             "preflight_cluster_rows": preflight_cluster_rows,

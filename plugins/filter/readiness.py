@@ -36,70 +36,12 @@ def _objects(name, value):
     return _plain(value)
 
 
-def _first(name, value):
-    """One object: itself, or the first of a list or a k8s_info result (None when there is none)."""
-    if isinstance(value, dict) and "resources" not in value:
-        return _plain(value)
-    found = _objects(name, value)
-    return found[0] if found else None
-
-
 def _names(name, value):
     if value is None:
         return []
     if isinstance(value, str) or not isinstance(value, list):
         raise AnsibleFilterError("%s: expected a list of names, got %s" % (name, type(value).__name__))
     return [str(v) for v in value]
-
-
-@_after_read
-def deployments_available(deployments, namespace, timeout, hint="", pods=None, events=None):
-    return _readiness.deployments_available(_objects("deployments_available", deployments), str(namespace),
-                                            timeout, str(hint or ""), _objects("deployments_available", pods),
-                                            _objects("deployments_available", events))
-
-
-@_after_read
-def kai_config_deployed(configs, namespace, release, timeout):
-    return _readiness.kai_config_deployed(_objects("kai_config_deployed", configs), str(namespace), str(release),
-                                          timeout)
-
-
-@_after_read
-def kai_config_dependencies(configs, timeout):
-    return _readiness.kai_config_dependencies(_objects("kai_config_dependencies", configs), timeout)
-
-
-def kai_config_sharing(configs, sharing_mode):
-    return _readiness.kai_config_sharing(_objects("kai_config_sharing", configs), str(sharing_mode))
-
-
-@_after_read
-def fractioning_daemonsets_created(daemonsets, config, components, namespace, timeout, operators=None):
-    return _readiness.fractioning_daemonsets_created(
-        _objects("fractioning_daemonsets_created", daemonsets), _first("fractioning_daemonsets_created", config),
-        _names("fractioning_daemonsets_created", components), str(namespace), timeout,
-        _objects("fractioning_daemonsets_created", operators))
-
-
-@_after_read
-def fractioning_daemonsets_ready(daemonsets, config, pods, symptoms, namespace, cri_socket_path, nri_socket_path):
-    return _readiness.fractioning_daemonsets_ready(
-        _objects("fractioning_daemonsets_ready", daemonsets), _first("fractioning_daemonsets_ready", config),
-        _objects("fractioning_daemonsets_ready", pods), _plain(symptoms or []), str(namespace),
-        str(cri_socket_path), str(nri_socket_path))
-
-
-@_after_read
-def fractioning_config_ready(configs, release, namespace, timeout, settings=None):
-    return _readiness.fractioning_config_ready(_objects("fractioning_config_ready", configs), str(release),
-                                               str(namespace), timeout, _plain(settings or {}))
-
-
-@_after_read
-def fractioning_nodes_ready(nodes, config, timeout, condition=_readiness.NODE_CONDITION):
-    return _readiness.fractioning_nodes_ready(_objects("fractioning_nodes_ready", nodes),
-                                              _first("fractioning_nodes_ready", config), timeout, str(condition))
 
 
 def driver_pods_ready(targets, ready_nodes, version, namespace, timeout, repository=""):
@@ -120,14 +62,6 @@ def mpsd_pods_gone(pods, namespace, timeout):
 class FilterModule(object):
     def filters(self):
         return {
-            "deployments_available": deployments_available,
-            "kai_config_deployed": kai_config_deployed,
-            "kai_config_dependencies": kai_config_dependencies,
-            "kai_config_sharing": kai_config_sharing,
-            "fractioning_daemonsets_created": fractioning_daemonsets_created,
-            "fractioning_daemonsets_ready": fractioning_daemonsets_ready,
-            "fractioning_config_ready": fractioning_config_ready,
-            "fractioning_nodes_ready": fractioning_nodes_ready,
             "driver_pods_ready": driver_pods_ready,
             "driver_reported": driver_reported,
             "mpsd_pods_gone": mpsd_pods_gone,

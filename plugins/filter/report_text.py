@@ -1,16 +1,13 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
-"""Filters that put what the roles read into words and lines: a stat result, chart value
-paths, the current run of a log, the patterns no line matches, a text table.
-Documentation: the .yml files beside this one. Pure functions of their inputs: the unit
-tests call them alone."""
+"""Filters that put what the roles read into words and lines: chart value paths, a text
+table. Documentation: the .yml files beside this one. Pure functions of their inputs:
+the unit tests call them alone. stat_kind is no filter: preflight_runtime_rows words its
+stat results with it."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import re
-
-from ansible_collections.smshare.kai.plugins.module_utils.fractioning_checks import since_last  # noqa: F401 (a filter)
 from ansible_collections.smshare.kai.plugins.module_utils.text_table import text_table  # noqa: F401 (a filter)
 
 
@@ -39,17 +36,9 @@ def value_paths(values, prefix=""):
     return paths
 
 
-def missing_patterns(lines, patterns):
-    """The patterns (re.search) no line matches."""
-    return [p for p in patterns or [] if not any(re.search(p, line) for line in lines or [])]
-
-
 class FilterModule(object):
     def filters(self):
         return {
-            "stat_kind": stat_kind,
             "value_paths": value_paths,
-            "since_last": since_last,
-            "missing_patterns": missing_patterns,
             "text_table": text_table,
         }

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Apache-2.0
 """What the gpu_fractioning role's verify reads in the fork's daemon logs and
-conditions (pure functions, unit-tested alone; filters:
-plugins/filter/fractioning_checks.py).
+conditions (pure functions, unit-tested alone; the release_verify_info module runs
+them: module_utils/release_verify.py).
 
 - mpsd_startup: the guide's step 4 check ("MPS must be in multi-user mode ...
   plus a line capping the default namespace at 10%"), in both forms the logs can

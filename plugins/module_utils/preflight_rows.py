@@ -24,6 +24,11 @@ __metaclass__ = type
 import base64
 import re
 
+try:  # Python 3.11+ on the controller (the preflight filters run there)
+    import tomllib
+except ImportError:  # pragma: no cover - older Pythons
+    tomllib = None
+
 from ansible.module_utils.compat.version import LooseVersion
 
 from ansible_collections.smshare.kai.plugins.module_utils import mps as _mps
@@ -466,6 +471,8 @@ def driver_rows(gpu, mps=None, branch=615, min_cuda_version="13.4", managed=Fals
 # ---------------------------------------------------------------- runtime.yml: containerd
 CONTAINERD_VERSION_RE = re.compile(r"v?([0-9]+\.[0-9]+(\.[0-9]+)?)")
 NRI_FIX = 'set disable = false under [plugins."io.containerd.nri.v1.nri"] and restart containerd'
+NRI_PLUGIN = "io.containerd.nri.v1.nri"
+NRI_DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 
 
 def containerd_version(stdout):
@@ -480,6 +487,45 @@ def slurped_text(result):
     return base64.b64decode(content).decode("utf-8", "surrogateescape")
 
 
+def containerd_nri(config_text, runtime_version=None):
+    """Is NRI enabled in a containerd config.toml?
+
+    The config decides: `disable = true` in the NRI plugin's section or the
+    plugin in `disabled_plugins` turns it off, `disable = false` on. Without a
+    section containerd's default applies: on from 2.0, off in 1.7.
+    runtime_version: containerd's version (2.0.4, v1.7.22, containerd://2.0.4);
+    unknown is read as 2.x. Whether the version is new enough for fractions is
+    a separate check. Returns {enabled, reason, socket_path, section}.
+    """
+    if tomllib is None:  # pragma: no cover
+        raise RuntimeError("containerd_nri needs Python 3.11 (tomllib) on the controller")
+    try:
+        config = tomllib.loads(config_text or "")
+    except tomllib.TOMLDecodeError as exc:
+        return {"enabled": False, "reason": "the containerd config is not valid TOML: %s" % exc,
+                "socket_path": None, "section": False}
+    version = None
+    if runtime_version:
+        match = re.search(r"(\d+)\.(\d+)", str(runtime_version))
+        version = (int(match.group(1)), int(match.group(2))) if match else None
+    section = (config.get("plugins") or {}).get(NRI_PLUGIN)
+    socket_path = (section or {}).get("socket_path") or NRI_DEFAULT_SOCKET
+    result = {"enabled": False, "reason": "", "socket_path": socket_path, "section": section is not None}
+    if NRI_PLUGIN in (config.get("disabled_plugins") or []):
+        result["reason"] = "%s is listed in disabled_plugins" % NRI_PLUGIN
+    elif section is not None and section.get("disable") is True:
+        result["reason"] = "NRI plugin section sets disable = true"
+    elif section is not None and section.get("disable") is False:
+        result.update(enabled=True, reason="NRI plugin section sets disable = false")
+    elif version is not None and version < (2, 0):
+        result["reason"] = ("containerd %d.%d leaves NRI off unless its plugin section sets disable = false"
+                            % version)
+    else:
+        result.update(enabled=True, reason="enabled by default (containerd %s)"
+                      % ("%d.%d" % version if version else "2.x"))
+    return result
+
+
 def _stat(result):
     return (result or {}).get("stat") or {}
 
@@ -492,8 +538,8 @@ def runtime_rows(reads, paths, nri, describe):
     reads: what runtime.yml registered (smshare.kai.container_runtime_info: cri,
     cri_target, nri, microk8s, k3s as ansible.builtin.stat results). paths: the
     role's cri_socket, cri_socket_link_target ("" for none), nri_socket,
-    containerd_config, microk8s_dir, k3s_cri_socket. nri: the containerd_nri
-    filter's answer for the config. describe: a stat in words (the stat_kind filter)."""
+    containerd_config, microk8s_dir, k3s_cri_socket. nri: containerd_nri's answer
+    for the config. describe: a stat in words (plugins/filter/report_text.py's stat_kind)."""
     cri, target = _stat(reads.get("cri")), paths.get("cri_socket_link_target") or ""
     cri_path, nri_path, microk8s = paths["cri_socket"], paths["nri_socket"], paths["microk8s_dir"]
     rows = []
@@ -574,8 +620,8 @@ def stack_floors(gpu_operator_minimum, floors):
 
 
 def stack_rows(stack, floors):
-    """The GPU stack's versions against their floors. stack: the component_images
-    filter's answer for the floors' names ({name: [{namespace, workload, version}]})."""
+    """The GPU stack's versions against their floors. stack: component_images' answer
+    (plugins/filter/images.py) for the floors' names ({name: [{namespace, workload, version}]})."""
     rows = []
     for name, floor in floors.items():
         images = stack.get(name) or []
@@ -649,7 +695,7 @@ def cluster_rows(reads, settings, stack):
     mpsd_memory_limit (None: unset), driver_method, gpu_operator_namespace,
     driver_daemonset, driver_managed, and optionally gpu_sharing_mode (KAI's
     gpuSharingMode) and gpu_operator_minimum (the chart's floor, for that warning).
-    stack: the component_images filter's answer for the floors' names."""
+    stack: component_images' answer (plugins/filter/images.py) for the floors' names."""
     selector = settings["gpu_node_selector"]
     every_node = (reads.get("all_nodes") or {}).get("resources") or []
     rows = (rbac_rows((reads.get("access") or {}).get("results"), settings["kubeconfig"])

@@ -7,8 +7,9 @@ message saying what is wrong and what to do. Each function here is both: it
 returns {ok, rows, message} from the objects the wait read, the wait's `until`
 reads `ok`, the assert after it asserts `ok` and prints `message` (the failure
 when ok is false, a one-line summary when it is true). `rows` is what the check
-saw, one entry per object. Pure functions of their inputs (filters:
-plugins/filter/readiness.py); the roles call them through a variable computed
+saw, one entry per object. Pure functions of their inputs: the release checks
+run them in the release_verify_info module (module_utils/release_verify.py), the
+other waits as filters (plugins/filter/readiness.py) through a variable computed
 once, so the rule is written once."""
 
 from __future__ import absolute_import, division, print_function

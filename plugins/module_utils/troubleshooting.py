@@ -28,7 +28,7 @@ import string
 SMOKE_TEST, GPU_FRACTIONING = "smoke_test", "gpu_fractioning"
 CHECKS = {
     SMOKE_TEST: "smoke test (`smshare.kai.fraction_smoke_test`, the `smoke_test` role)",
-    GPU_FRACTIONING: "`gpu_fractioning` role, verify step (filter `smshare.kai.fractioning_symptoms`)",
+    GPU_FRACTIONING: "`gpu_fractioning` role, verify step (`smshare.kai.release_verify_info`)",
 }
 
 ROWS = (

@@ -7,7 +7,6 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.smshare.kai.plugins.filter import api_objects
-from ansible_collections.smshare.kai.plugins.filter import containerd
 from ansible_collections.smshare.kai.plugins.filter import images
 from ansible_collections.smshare.kai.plugins.filter import object_status
 from ansible_collections.smshare.kai.plugins.filter import report_text
@@ -158,42 +157,11 @@ def test_deployments_ready_as_rollout_status_means_it():
     assert "not observed" in rows[3]["reason"]
 
 
-def daemonset(name, component, desired, ready, uid):
-    return {"metadata": {"name": name, "uid": uid},
-            "spec": {"template": {"metadata": {"labels": {"app.kubernetes.io/component": component}}}},
-            "status": {"desiredNumberScheduled": desired, "numberReady": ready}}
-
-
-def test_daemonsets_ready_names_the_nodes_that_are_not():
-    bad = pod("mpsd-x", "img", node="gpu-02", owner="u-mpsd", ready=False)
-    bad["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
-    rows = object_status.daemonsets_ready(
-        [daemonset("gpu-fractioning-mpsd", "mpsd", 2, 1, "u-mpsd"),
-         daemonset("gpu-fractioning-fractiond", "fractiond", 2, 2, "u-frac"),
-         daemonset("nothing", "other", 0, 0, "u-none")],
-        [pod("mpsd-a", "img", node="gpu-01", owner="u-mpsd"), bad,
-         pod("frac-a", "img", owner="u-frac"), pod("frac-b", "img", owner="u-frac")])
-    mpsd, frac, nothing = rows
-    assert (mpsd["component"], mpsd["ok"]) == ("mpsd", False)
-    assert mpsd["not_ready"] == [{"pod": "mpsd-x", "node": "gpu-02", "reason": "main CrashLoopBackOff"}]
-    assert frac["ok"] and frac["missing"] == 0
-    assert not nothing["ok"]    # desired 0: no node matches
-
-
-def test_owned_pods():
-    pods = [pod("a", "i", owner="u1"), pod("b", "i", owner="u2"), pod("c", "i")]
-    assert [p["metadata"]["name"] for p in object_status.owned_pods(pods, "u1")] == ["a"]
-    assert object_status.owned_pods(pods, "") == []
-
-
-def test_conditions_and_their_summary():
+def test_condition_summary():
     obj = {"status": {"conditions": [
         {"type": "DependenciesFulfilled", "status": "False", "reason": "dependencies_missing",
          "message": "\nbinder is missing GpuFractioningConfig not found"},
         {"type": "Ready", "status": "True", "reason": "ready", "message": "System is ready"}]}}
-    found = object_status.conditions(obj)
-    assert found["Ready"]["status"] == "True"
-    assert "GpuFractioningConfig not found" in found["DependenciesFulfilled"]["message"]
     assert object_status.condition_summary(obj).startswith("DependenciesFulfilled=False (dependencies_missing:")
     assert object_status.condition_summary({}) == "no conditions"
 
@@ -238,7 +206,7 @@ def test_crds_matching_and_their_objects():
     assert api_objects.foreign_objects(objects, {"Queue": ["default-queue"]}) == ["Queue team-a", "PodGroup ml/pg-1"]
 
 
-# ---------------------------------------------------------------- versions
+# ---------------------------------------------------------------- preflight_cluster_rows's GPU stack (no filters)
 @pytest.mark.parametrize("image, version", [
     ("nvcr.io/nvidia/gpu-operator:v26.7.1", "26.7.1"),
     ("nvcr.io/nvidia/k8s/container-toolkit:v1.20.1-ubuntu24.04", "1.20.1"),
@@ -266,28 +234,7 @@ def test_component_images_finds_workloads_by_image_name():
     assert found["container-toolkit"] == []
 
 
-# ---------------------------------------------------------------- containerd
-@pytest.mark.parametrize("config, version, enabled, reason", [
-    ('version = 3\n[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n', "2.0.4", True, "disable = false"),
-    ('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n', "2.0.4", False, "disable = true"),
-    ('version = 3\ndisabled_plugins = ["io.containerd.nri.v1.nri"]\n', "2.1.0", False, "disabled_plugins"),
-    ("version = 3\n", "containerd://2.0.4", True, "by default"),
-    ("", None, True, "by default (containerd 2.x)"),
-    ("version = 2\n", "v1.7.22", False, "leaves NRI off"),
-    ("version = [\n", "2.0.0", False, "not valid TOML"),
-])
-def test_containerd_nri(config, version, enabled, reason):
-    result = containerd.containerd_nri(config, version)
-    assert result["enabled"] is enabled
-    assert reason in result["reason"]
-
-
-def test_containerd_nri_reports_the_socket_path():
-    config = '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n  socket_path = "/x/nri.sock"\n'
-    assert containerd.containerd_nri(config)["socket_path"] == "/x/nri.sock"
-    assert containerd.containerd_nri("")["socket_path"] == "/var/run/nri/nri.sock"
-
-
+# ---------------------------------------------------------------- preflight_runtime_rows's words (no filter)
 @pytest.mark.parametrize("stat, words", [
     ({"exists": False}, "missing"),
     ({"exists": True, "issock": True}, "socket"),
@@ -317,21 +264,6 @@ def test_object_refs_are_minimal_manifests():
     assert api_objects.object_refs(objects) == [
         {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"}},
         {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"}}]
-
-
-def test_since_last_keeps_the_current_run_of_an_appended_log():
-    text = ("[t1] Starting control daemon\n[t1] Adding server 'shared' [multiuser enabled]\n"
-            "[t2] Starting control daemon\n[t2] NEW SERVER 7: Ready\n")
-    assert report_text.since_last(text, "Starting control daemon") == [
-        "[t2] Starting control daemon", "[t2] NEW SERVER 7: Ready"]
-    assert report_text.since_last("a\nb\n", "nothing") == ["a", "b"]
-
-
-def test_missing_patterns():
-    lines = ["Adding server 'shared' [multiuser enabled]", "Namespace 'default': active thread percentage 10"]
-    patterns = [r"Adding server 'shared' \[multiuser enabled\]", r"(?i)default.*thread percentage.*\b10\b",
-                r"never"]
-    assert report_text.missing_patterns(lines, patterns) == ["never"]
 
 
 # ---------------------------------------------------------------- which forks the images role can skip

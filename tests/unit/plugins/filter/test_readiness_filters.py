@@ -1,5 +1,5 @@
-"""The readiness filters take what the roles hand them (k8s_info results, lists, one
-object) and refuse what no role means; the rules are tested in
+"""The readiness filters take what the roles hand them (k8s_info results, lists) and
+refuse what no role means; the rules are tested in
 tests/unit/plugins/module_utils/test_readiness.py."""
 import json
 from pathlib import Path
@@ -15,30 +15,14 @@ OBJECTS = json.loads((Path(__file__).parents[1] / "module_utils" / "fixtures" / 
 def test_every_filter_is_registered_under_its_function_name():
     filters = readiness.FilterModule().filters()
     assert sorted(filters) == sorted(name for name in filters if getattr(readiness, name) is filters[name])
-    assert len(filters) == 11
+    assert len(filters) == 3
 
 
 def test_a_k8s_info_result_or_its_resources_give_the_same_answer():
-    deployments = [OBJECTS["deployment_available"], OBJECTS["deployment_unavailable"]]
-    as_list = readiness.deployments_available(deployments, "kai-scheduler", 300)
-    assert readiness.deployments_available({"resources": deployments, "changed": False}, "kai-scheduler", 300) == as_list
-    assert not as_list["ok"] and as_list["message"].startswith("Not Available after 300 s: binder:")
-
-
-@pytest.mark.parametrize("config", [
-    OBJECTS["frac_config_ready"], [OBJECTS["frac_config_ready"]], {"resources": [OBJECTS["frac_config_ready"]]}])
-def test_the_config_is_one_object_a_list_or_a_k8s_info_result(config):
-    found = readiness.fractioning_daemonsets_created(
-        [OBJECTS["ds_mpsd_old_config"], OBJECTS["ds_fractiond_ready"]], config, ["mpsd", "fractiond"],
-        "gpu-fractioning", 300, [])
-    assert not found["ok"] and "no DaemonSet for mpsd " in found["message"]
-
-
-def test_no_config_counts_every_daemonset_not_being_deleted():
-    for config in (None, [], {"resources": []}):
-        assert readiness.fractioning_daemonsets_created(
-            [OBJECTS["ds_mpsd_old_config"], OBJECTS["ds_fractiond_ready"]], config, ["mpsd", "fractiond"],
-            "gpu-fractioning", 300)["ok"]
+    pods = [OBJECTS["mpsd_pod_gpu_01"]]
+    as_list = readiness.mpsd_pods_gone(pods, "gpu-fractioning", 180)
+    assert readiness.mpsd_pods_gone({"resources": pods, "changed": False}, "gpu-fractioning", 180) == as_list
+    assert not as_list["ok"] and as_list["message"].startswith("1 mpsd pod(s) still run 180 s")
 
 
 def test_a_skipped_read_is_no_object():
@@ -46,9 +30,9 @@ def test_a_skipped_read_is_no_object():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: readiness.deployments_available("deploy/binder", "ns", 1),
+    lambda: readiness.mpsd_pods_gone("pod/mpsd", "ns", 1),
     lambda: readiness.driver_pods_ready("gpu-01", [], "615.71.09", "gpu-operator", 1),
-    lambda: readiness.fractioning_daemonsets_created([], None, "mpsd", "ns", 1),
+    lambda: readiness.driver_reported(["gpu-01"], "node/gpu-01", "615.71.09"),
 ])
 def test_a_text_where_a_list_belongs_is_refused(call):
     with pytest.raises(AnsibleFilterError, match="expected a list"):
@@ -61,13 +45,6 @@ LOST = {"changed": False, "failed": False, "attempts": 3,
 
 
 @pytest.mark.parametrize("name, args", [
-    ("deployments_available", ["kai-scheduler", 300]),
-    ("kai_config_deployed", ["kai-scheduler", "kai-scheduler", 300]),
-    ("kai_config_dependencies", [300]),
-    ("fractioning_daemonsets_created", [None, ["mpsd"], "gpu-fractioning", 300]),
-    ("fractioning_daemonsets_ready", [None, [], [], "gpu-fractioning", "/run/containerd/containerd.sock", "/var/run/nri/nri.sock"]),
-    ("fractioning_config_ready", ["gpu-fractioning", "gpu-fractioning", 300]),
-    ("fractioning_nodes_ready", [None, 300]),
     ("mpsd_pods_gone", ["gpu-fractioning", 60]),
 ])
 def test_a_wait_whose_last_read_failed_names_the_cluster_not_a_missing_object(name, args):

@@ -94,6 +94,14 @@ def test_mpsd_startup_reads_the_last_start():
     assert checks.mpsd_startup([START_NO_M, START_M, CAP_10])["multiuser"] is True
 
 
+def test_since_last_keeps_the_current_run_of_an_appended_log():
+    text = ("[t1] Starting control daemon\n[t1] Adding server 'shared' [multiuser enabled]\n"
+            "[t2] Starting control daemon\n[t2] NEW SERVER 7: Ready\n")
+    assert checks.since_last(text, "Starting control daemon") == [
+        "[t2] Starting control daemon", "[t2] NEW SERVER 7: Ready"]
+    assert checks.since_last("a\nb\n", "nothing") == ["a", "b"]
+
+
 @pytest.mark.parametrize("line, expected", [
     ('{"msg": "x", "a": 1}', {"msg": "x", "a": 1}),
     ('msg="a b" k=v q="x \\"y\\""', {"msg": "a b", "k": "v", "q": 'x "y"'}),

@@ -314,6 +314,27 @@ def test_slurped_text():
     assert rows.slurped_text(None) == ""
 
 
+@pytest.mark.parametrize("config, version, enabled, reason", [
+    ('version = 3\n[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n', "2.0.4", True, "disable = false"),
+    ('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n', "2.0.4", False, "disable = true"),
+    ('version = 3\ndisabled_plugins = ["io.containerd.nri.v1.nri"]\n', "2.1.0", False, "disabled_plugins"),
+    ("version = 3\n", "containerd://2.0.4", True, "by default"),
+    ("", None, True, "by default (containerd 2.x)"),
+    ("version = 2\n", "v1.7.22", False, "leaves NRI off"),
+    ("version = [\n", "2.0.0", False, "not valid TOML"),
+])
+def test_containerd_nri(config, version, enabled, reason):
+    result = rows.containerd_nri(config, version)
+    assert result["enabled"] is enabled
+    assert reason in result["reason"]
+
+
+def test_containerd_nri_reports_the_socket_path():
+    config = '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n  socket_path = "/x/nri.sock"\n'
+    assert rows.containerd_nri(config)["socket_path"] == "/x/nri.sock"
+    assert rows.containerd_nri("")["socket_path"] == "/var/run/nri/nri.sock"
+
+
 @pytest.mark.parametrize("minimum, floors, expected", [
     ("v26.7.1", {"container-toolkit": "1.20.1"}, {"gpu-operator": "26.7.1", "container-toolkit": "1.20.1"}),
     ("26.8", {}, {"gpu-operator": "26.8"}), ("", {"k8s-device-plugin": "0.21"}, {"k8s-device-plugin": "0.21"}),
