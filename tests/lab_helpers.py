@@ -1,4 +1,6 @@
-"""Helpers for the lab tests: recap parsing, failures, signals to a whole play, commands on a GPU node."""
+"""Helpers for the lab tests: recap parsing, failures, signals to a whole play, commands on a GPU node,
+one module run on localhost."""
+import json
 import os
 import re
 import subprocess
@@ -23,6 +25,18 @@ def failures(text, after=25, limit=6000):
         elif line.startswith(("fatal: [", "failed: [")):
             blocks.append("\n".join([task] + lines[index:index + after]))
     return "\n".join(blocks)[:limit]
+
+
+def module_on_localhost(lab, module, args, *flags):
+    """`module` run once on localhost against the lab (`ansible -m`, as a play would run it; `flags` such
+    as --check, --diff): its result as a dict."""
+    argv = ["ansible", "localhost", "-m", module, "-a", json.dumps(args), *flags]
+    env = dict(lab.env, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(argv, cwd=lab.root, env=env, text=True, capture_output=True, check=False)
+    try:
+        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(f"no module result:\n{proc.stdout}\n{proc.stderr}") from None
 
 
 def describe(proc):

@@ -3,9 +3,10 @@ of its own (no kubelet behind it, so no other test's node is touched): the
 patch, the Event kubectl describe node shows, check mode, diff, a second run."""
 import json
 import os
-import subprocess
 
 import pytest
+
+from lab_helpers import module_on_localhost
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 
@@ -16,14 +17,8 @@ TARGET = "smshare.kai/driver-upgrade-target"
 
 def mark(lab, *flags, **args):
     """The module once, on localhost, as a play would run it; its result as a dict."""
-    argv = ["ansible", "localhost", "-m", "smshare.kai.node_state", "-a",
-            json.dumps(dict({"name": NODE, "kubeconfig": str(lab.kubeconfig)}, **args)), *flags]
-    env = dict(lab.env, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    proc = subprocess.run(argv, cwd=lab.root, env=env, text=True, capture_output=True, check=False)
-    try:
-        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError(f"no module result:\n{proc.stdout}\n{proc.stderr}") from None
+    return module_on_localhost(lab, "smshare.kai.node_state", dict({"name": NODE, "kubeconfig": str(lab.kubeconfig)}, **args),
+                               *flags)
 
 
 def read(lab):

@@ -4,10 +4,11 @@ import datetime
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from lab_helpers import module_on_localhost
 
 pytestmark = [pytest.mark.lab, pytest.mark.second_lab]
 
@@ -17,16 +18,9 @@ PROCESS = "smshare.kai/holder-process"
 
 def lock(lab, check=False, **args):
     """The module once, on localhost, as a play would run it; its result as a dict."""
-    argv = ["ansible", "localhost", "-m", "smshare.kai.rollout_lock", "-a",
-            json.dumps(dict({"name": NAME, "namespace": "default", "kubeconfig": str(lab.kubeconfig)}, **args))]
-    if check:
-        argv.append("--check")
-    env = dict(lab.env, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    proc = subprocess.run(argv, cwd=lab.root, env=env, text=True, capture_output=True, check=False)
-    try:
-        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError(f"no module result:\n{proc.stdout}\n{proc.stderr}") from None
+    return module_on_localhost(lab, "smshare.kai.rollout_lock",
+                               dict({"name": NAME, "namespace": "default", "kubeconfig": str(lab.kubeconfig)}, **args),
+                               *(["--check"] if check else []))
 
 
 def lease(lab):
