@@ -62,7 +62,8 @@ options:
         required: true
       note:
         description:
-          - What happened, for people (the Event's C(message)); cut to 1000 characters.
+          - What happened, for people (the Event's C(message)); control characters become spaces, and it is cut to
+            1000 characters.
           - Named as C(events.k8s.io/v1) names it; C(message) is a name Ansible keeps for itself.
         type: str
         required: true
@@ -190,7 +191,8 @@ def diff(current, after, labels, annotations, unschedulable):
 
 
 def event_body(node, event):
-    message = event["note"]
+    # Text for people: a reason carried over from a failure may hold line breaks or other control characters.
+    message = validate.CONTROL_RE.sub(" ", event["note"])
     if len(message) > MESSAGE_LIMIT:
         message = message[:MESSAGE_LIMIT - 3] + "..."
     return {

@@ -59,6 +59,12 @@ def test_the_event_names_the_node_as_kubectl_describe_node_matches_it():
     assert body["source"] == {"component": "smshare.kai.driver_upgrade"}
 
 
+def test_the_events_text_keeps_to_one_line():
+    body = node_state.event_body("gpu-1", {"reason": "DriverUpgrade", "note": "upgrade-failed: apt said\nE: broken\x07",
+                                           "type": "Warning", "component": "smshare.kai.driver_upgrade"})
+    assert body["message"] == "upgrade-failed: apt said E: broken "
+
+
 class FakeCore:
     """CoreV1Api's three calls the module makes with an older kubernetes library, recorded;
     event_fails makes the Event's write fail."""
