@@ -605,31 +605,32 @@ def test_a_validation_that_cannot_run_fails_its_node_within_its_timeout(fleet):
     the node; with always, the smoke test cannot prove the fractions there, so the node
     fails within the smoke test's timeout and stays cordoned."""
     lab, watcher, name = fleet["lab"], fleet["watcher"], fleet["old"][0]
-    at_validation(lab, watcher, name)
-    # The count of fractioning agents a rollout notes as they leave: the node ran them, so only
-    # the missing KAI queues keep the smoke test off.
+    # The fractioning agents the node runs now, upgrade-done: the count a rollout notes as they
+    # leave (at validation-required they keep off the node).
     agents = len(running(lab, "app.kubernetes.io/component in (mpsd,fractiond)", name))
     assert agents > 0
-    lab.kubectl("annotate", "node", name, "--overwrite", f"smshare.kai/driver-upgrade-agents={agents}")
-    begun = time.time()
-    finished = fleet["playbook"]()
-    without_smoke = time.time() - begun   # the same run without a smoke test: this machine's pace now
-    assert finished.returncode == 0, describe(finished)
-    assert (f"No smoke test on {name} (driver_upgrade_smoke_test auto): the cluster serves no KAI queues"
-            in flat(finished.stdout)), describe(finished)
-    assert watcher.current[name]["state"] == "upgrade-done" and not watcher.current[name]["unschedulable"]
-    # A node that ran no agents has no fractions to prove: the queues are not even read.
-    at_validation(lab, watcher, name)
-    finished = fleet["playbook"]()
-    assert finished.returncode == 0, describe(finished)
-    assert (f"No smoke test on {name} (driver_upgrade_smoke_test auto): the node ran no fractioning agents"
-            in flat(finished.stdout)), describe(finished)
-    assert re.search(r"TASK \[smshare\.kai\.driver_upgrade : Look for KAI's queues[^\n]*\n+skipping: \[%s\]"
-                     % re.escape(name), finished.stdout), describe(finished)
-    assert watcher.current[name]["state"] == "upgrade-done" and not watcher.current[name]["unschedulable"]
-    at_validation(lab, watcher, name)
-    start = time.time()
     try:
+        at_validation(lab, watcher, name)
+        # The node ran agents, so only the missing KAI queues keep the smoke test off.
+        lab.kubectl("annotate", "node", name, "--overwrite", f"smshare.kai/driver-upgrade-agents={agents}")
+        begun = time.time()
+        finished = fleet["playbook"]()
+        without_smoke = time.time() - begun   # the same run without a smoke test: this machine's pace now
+        assert finished.returncode == 0, describe(finished)
+        assert (f"No smoke test on {name} (driver_upgrade_smoke_test auto): the cluster serves no KAI queues"
+                in flat(finished.stdout)), describe(finished)
+        assert watcher.current[name]["state"] == "upgrade-done" and not watcher.current[name]["unschedulable"]
+        # A node that ran no agents has no fractions to prove: the queues are not even read.
+        at_validation(lab, watcher, name)
+        finished = fleet["playbook"]()
+        assert finished.returncode == 0, describe(finished)
+        assert (f"No smoke test on {name} (driver_upgrade_smoke_test auto): the node ran no fractioning agents"
+                in flat(finished.stdout)), describe(finished)
+        assert re.search(r"TASK \[smshare\.kai\.driver_upgrade : Look for KAI's queues[^\n]*\n+skipping: \[%s\]"
+                         % re.escape(name), finished.stdout), describe(finished)
+        assert watcher.current[name]["state"] == "upgrade-done" and not watcher.current[name]["unschedulable"]
+        at_validation(lab, watcher, name)
+        start = time.time()
         failed = fleet["playbook"](extra={"driver_upgrade_smoke_test": "always", "driver_upgrade_smoke_test_timeout": 30})
         took = time.time() - start
         assert failed.returncode != 0, describe(failed)
@@ -645,7 +646,7 @@ def test_a_validation_that_cannot_run_fails_its_node_within_its_timeout(fleet):
     finally:   # the node as the first run left it (upgrade-done), for the last test
         lab.kubectl("label", "node", name, "--overwrite", f"{STATE}=upgrade-done", f"{ROLLOUT_STATE}=upgrade-done")
         lab.kubectl("annotate", "node", name, "smshare.kai/driver-upgrade-target-", "smshare.kai/driver-upgrade-failure-",
-                    check=False)
+                    "smshare.kai/driver-upgrade-agents-", check=False)
         lab.kubectl("uncordon", name)
 
 
