@@ -17,13 +17,21 @@ import threading
 import traceback
 from contextlib import contextmanager
 
+from ansible.module_utils.basic import missing_required_lib
+
+# The one guarded import of the kubernetes library: the modules take its client
+# and ApiException from here and call require_library() first.
 try:
     from kubernetes import client as kube_client
     from kubernetes import config as kube_config
+    from kubernetes.client.rest import ApiException
     from kubernetes.stream import stream as kube_stream
 except ImportError:
     kube_client = kube_config = kube_stream = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+    class ApiException(Exception):
+        """Stands in the except clauses where the library is missing; never raised."""
 else:
     KUBERNETES_IMPORT_ERROR = None
 
@@ -31,6 +39,20 @@ ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
 )
+
+
+def argument_spec(**own):
+    """A cluster module's options: kubeconfig and context, as kubernetes.core's, beside its own."""
+    spec = dict(ARGUMENT_SPEC)
+    spec.update(own)
+    return spec
+
+
+def require_library(module, needed_for=""):
+    """End the module run (failure=missing_library) where the kubernetes library is missing."""
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes") + (" (%s)" % needed_for if needed_for else ""),
+                         exception=KUBERNETES_IMPORT_ERROR, failure="missing_library")
 
 
 # Seconds one request of the collection's modules may take: a stopped API server
@@ -83,7 +105,6 @@ def plain_json(client, method, path, body=None, content_type="application/json",
     """One call to the API server through `client` (plain_calls(client) true),
     its answer as a dict. A status outside 2xx raises ApiException, as the
     typed APIs do, its `status`, `reason` and `body` set."""
-    from kubernetes.client.rest import ApiException
     serialized = client.param_serialize(method=method, resource_path=path,
                                         header_params={"Accept": "application/json", "Content-Type": content_type},
                                         body=body, auth_settings=["BearerToken"])

@@ -50,6 +50,16 @@ class BadInput(ToolError):
         return details
 
 
+def refuse_bad_input(module, check, *args):
+    """Run `check` (default argument: the module's params); a rule it finds
+    broken ends the run with the BadInput's message and details, before
+    anything is read or changed."""
+    try:
+        check(*(args or (module.params,)))
+    except BadInput as exc:
+        module.fail_json(msg=exc.msg, **exc.details())
+
+
 def show(value):
     """A value as the user should read it: quoted, control characters escaped,
     URL credentials removed."""

@@ -182,10 +182,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        check(module.params)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    validate.refuse_bad_input(module, check)
 
     changes = plan(module.params)
     pins = [dict((k, v) for k, v in pin.items() if k != "lines") for change in changes for pin in change[3]]

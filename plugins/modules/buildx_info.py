@@ -170,6 +170,11 @@ def check_builder(name, entry):
                                                           rule="must be a platform os/arch[/variant]"))
 
 
+def check_input(params):
+    """Every parameter rule, before buildx is run (raises validate.BadInput)."""
+    validate.items("builders", params["builders"], "[{name: kai-multiarch}]", minimum=0, each=check_builder)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(builders=dict(
@@ -177,11 +182,7 @@ def main():
             options=dict(name=dict(type="str"), platforms=dict(type="list", elements="str", default=[])))),
         supports_check_mode=True,
     )
-    try:
-        validate.items("builders", module.params["builders"], "[{name: kai-multiarch}]", minimum=0,
-                       each=check_builder)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    validate.refuse_bad_input(module, check_input)
 
     buildx = Buildx(module)
     try:

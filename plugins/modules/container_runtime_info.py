@@ -200,10 +200,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        check_input(params)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    validate.refuse_bad_input(module, check_input)
     target = params["cri_socket_link_target"] or ""
     try:
         paths = dict(cri=path_stat(params["cri_socket"], follow=not target),

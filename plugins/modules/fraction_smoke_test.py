@@ -305,22 +305,12 @@ import os
 import re
 import signal
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import smoke_checks as st
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, registry, validate
-
-try:
-    from kubernetes import client as kclient
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    kclient = None
-    ApiException = Exception
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 NODE_RE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -331,6 +321,7 @@ DEFINITIVE = ("scheduler_name", "queue_unknown", "queue_not_leaf", "no_gpu_nodes
               "reservation_pod_loop", "reservation_pod_failed", "container_waiting", "container_terminated",
               "image_pull", "gpu_memory_label_missing", "memory_limit_hook_unsupported", "mps_namespace_refused")
 POLL = 1.0
+NO_ANSWER = object()   # Cluster._call: a 404 is a failure like any other
 
 
 class Interrupted(Exception):
@@ -404,10 +395,15 @@ class Cluster(object):
         self.node_api = kclient.NodeV1Api(api)
 
     def _call(self, what, func, *args, **kwargs):
+        """func's answer; any failure a SmokeError (cluster) naming `what`,
+        but a 404 answers `if_missing` where that is given."""
+        if_missing = kwargs.pop("if_missing", NO_ANSWER)
         try:
             return func(*args, **kwargs)
         except Exception as exc:  # pylint: disable=broad-except
             if isinstance(exc, ApiException):
+                if exc.status == 404 and if_missing is not NO_ANSWER:
+                    return if_missing
                 raise st.SmokeError("%s: %s %s" % (what, exc.status, exc.reason), "cluster")
             raise st.SmokeError("%s: %s" % (what, exc), "cluster")
 
@@ -424,14 +420,10 @@ class Cluster(object):
         return self._dict(found).get("items") or []
 
     def pod(self, namespace, name):
-        try:
-            return self._dict(self.core.read_namespaced_pod(name, namespace))
-        except Exception as exc:  # pylint: disable=broad-except
-            if isinstance(exc, ApiException) and exc.status == 404:
-                return None
-            if isinstance(exc, ApiException):
-                raise st.SmokeError("reading pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
-            raise st.SmokeError("reading pod %s/%s: %s" % (namespace, name, exc), "cluster")
+        """The pod as a dict; None when there is none."""
+        found = self._call("reading pod %s/%s" % (namespace, name), self.core.read_namespaced_pod, name, namespace,
+                           if_missing=None)
+        return None if found is None else self._dict(found)
 
     def create(self, manifest):
         meta = manifest["metadata"]
@@ -439,15 +431,9 @@ class Cluster(object):
                    meta["namespace"], manifest)
 
     def delete(self, namespace, name):
-        try:
-            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            return True
-        except Exception as exc:  # pylint: disable=broad-except
-            if isinstance(exc, ApiException) and exc.status == 404:
-                return False
-            if isinstance(exc, ApiException):
-                raise st.SmokeError("deleting pod %s/%s: %s %s" % (namespace, name, exc.status, exc.reason), "cluster")
-            raise st.SmokeError("deleting pod %s/%s: %s" % (namespace, name, exc), "cluster")
+        """True when this call deleted the pod, False when it was gone already."""
+        return self._call("deleting pod %s/%s" % (namespace, name), self.core.delete_namespaced_pod, name, namespace,
+                          grace_period_seconds=0, if_missing=False) is not False
 
     def events(self, namespace, name=None):
         kwargs = {"field_selector": "involvedObject.name=%s" % name} if name else {}
@@ -751,9 +737,7 @@ def write_reports(module, run):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
+        argument_spec=cluster_access.argument_spec(
             namespace=dict(type="str", default=st.DEFAULT_NAMESPACE),
             queue=dict(type="str", default=st.DEFAULT_QUEUE),
             fraction=dict(type="float", default=st.DEFAULT_FRACTION),
@@ -784,13 +768,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        check_input(params)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
-    if kclient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
-                         failure="missing_library")
+    validate.refuse_bad_input(module, check_input)
+    cluster_access.require_library(module)
     if params["name_suffix"] is None and params["node"]:
         params["name_suffix"] = st.run_key(params["node"]).lower().replace(".", "-").replace("_", "-")[:40].strip("-")
 

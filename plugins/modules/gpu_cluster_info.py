@@ -84,20 +84,11 @@ workloads:
 """
 
 import json
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, plain, validate
-
-try:
-    from kubernetes import client as kclient
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    kclient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 REQUEST_TIMEOUT = cluster_access.REQUEST_TIMEOUT
 
@@ -168,11 +159,22 @@ def read(api, params):
     return found
 
 
+def check_input(params):
+    """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
+    for index, item in enumerate(params["access"]):
+        name = "access[%d]" % index
+        validate.text(name + ".resource", item.get("resource"), example="customresourcedefinitions",
+                      pattern=r"[a-z0-9.-]+|\*", rule="must be a resource's plural name (lower case) or *")
+        validate.text(name + ".group", item.get("group") or "", example="apiextensions.k8s.io ('' for core)",
+                      pattern=r"[a-z0-9.-]*", rule="must be an API group (lower case)", required=False)
+    validate.text("runtime_class", params["runtime_class"], example="nvidia", required=False,
+                  pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="must be a RuntimeClass name")
+    validate.text("gpu_node_selector", params["gpu_node_selector"], example="nvidia.com/gpu.present=true")
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
+        argument_spec=cluster_access.argument_spec(
             access=dict(type="list", elements="dict", default=[]),
             runtime_class=dict(type="str", default=""),
             gpu_node_selector=dict(type="str", default="nvidia.com/gpu.present=true"),
@@ -180,20 +182,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if kclient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    try:
-        for index, item in enumerate(params["access"]):
-            name = "access[%d]" % index
-            validate.text(name + ".resource", item.get("resource"), example="customresourcedefinitions",
-                          pattern=r"[a-z0-9.-]+|\*", rule="must be a resource's plural name (lower case) or *")
-            validate.text(name + ".group", item.get("group") or "", example="apiextensions.k8s.io ('' for core)",
-                          pattern=r"[a-z0-9.-]*", rule="must be an API group (lower case)", required=False)
-        validate.text("runtime_class", params["runtime_class"], example="nvidia", required=False,
-                      pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="must be a RuntimeClass name")
-        validate.text("gpu_node_selector", params["gpu_node_selector"], example="nvidia.com/gpu.present=true")
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    cluster_access.require_library(module)
+    validate.refuse_bad_input(module, check_input)
     try:
         found = read(cluster_access.api_client(params["kubeconfig"], params["context"]), params)
     except cluster_access.AccessError as exc:

@@ -132,20 +132,11 @@ failure:
 
 import datetime
 import re
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, validate
-
-try:
-    from kubernetes import client as kclient
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    kclient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 
 NODE_NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
@@ -302,9 +293,7 @@ def _check_input(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
+        argument_spec=cluster_access.argument_spec(
             name=dict(type="str", required=True),
             labels=dict(type="dict", default={}),
             annotations=dict(type="dict", default={}),
@@ -319,13 +308,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if kclient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
-                         failure="missing_library")
-    try:
-        _check_input(params)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    cluster_access.require_library(module)
+    validate.refuse_bad_input(module, _check_input)
     try:
         result = run(module, NodeCalls(cluster_access.api_client(params["kubeconfig"], params["context"])))
     except cluster_access.AccessError as exc:

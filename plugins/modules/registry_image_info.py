@@ -212,10 +212,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        check_params(params)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    validate.refuse_bad_input(module, check_params)
     if params['username'] and not params['password']:
         module.warn('password is empty: reading anonymously, without credentials')
     client = RegistryClient(username=params['username'], password=params['password'],

@@ -181,22 +181,18 @@ checks:
 
 import re
 import socket
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, plain, readiness, registry, validate
 from ansible_collections.smshare.kai.plugins.module_utils.release_verify import ReadError, verify
+from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import kube_client as kclient
 
 try:
-    from kubernetes import client as kclient
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
-except ImportError:
-    kclient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+except ImportError:  # cluster_access.require_library() reports it
+    DynamicClient = DynamicApiError = NotFoundError = ResourceNotFoundError = None
 
 REQUEST_TIMEOUT = cluster_access.REQUEST_TIMEOUT
 
@@ -273,11 +269,40 @@ ARGUMENT_DEFAULTS = {"cri_socket_path": "/run/containerd/containerd.sock", "nri_
                      "node_selector": "nvidia.com/gpu.present=true", "mps_start_pattern": "Starting control daemon"}
 
 
+def check_input(params):
+    """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
+    validate.integer("timeout", params["timeout"], example="300 (seconds each check waits)", minimum=1)
+    validate.integer("poll_interval", params["poll_interval"], example="5 (seconds)", minimum=1)
+    validate.integer("failure_log_lines", params["failure_log_lines"], example="50", minimum=1)
+    validate.namespace("namespace", params["namespace"], example=params["chart"])
+    validate.text("image_base", params["image_base"], example="registry.example.com:5000/kai-scheduler",
+                  pattern=r"[^\s@]+[^\s@/]", rule="must be a repository prefix, without spaces, digest or final /")
+    validate.text("tag", params["tag"], example="smshare-44d1d0a-af0544e", pattern=registry.TAG_RE,
+                  rule="must be an image tag (letters, digits, _ . -; at most 128)")
+    validate.text("release_name", params["release_name"], example=params["chart"], max_length=53,
+                  pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="must be a helm release name")
+    validate.items("components", params["components"], example="[mpsd, fractiond]", each=lambda name, value: (
+        validate.text(name, value, example="mpsd", pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+                      rule="must be a label value (lower case letters, digits and -)")))
+    # The control log is read in the mpsd container; the other paths are only named in advice.
+    validate.path("mps_control_log", params["mps_control_log"], example=ARGUMENT_DEFAULTS["mps_control_log"])
+    for name in ("cri_socket_path", "nri_socket_path", "gpu_sharing_mode", "node_selector", "mps_start_pattern"):
+        validate.text(name, params[name], example=ARGUMENT_DEFAULTS[name])
+    for name in ("deployments_hint", "image_manifest_path", "mpsd_memory_limit", "gpu_operator_minimum_version"):
+        validate.text(name, params[name], example="(see the documentation)", required=False)
+    try:
+        re.compile(params["mps_start_pattern"])
+    except re.error as exc:
+        raise validate.BadInput("mps_start_pattern", params["mps_start_pattern"],
+                                "must be a regular expression (%s)" % exc, ARGUMENT_DEFAULTS["mps_start_pattern"])
+    if not 0 < params["default_namespace_percentage"] <= 100:
+        raise validate.BadInput("default_namespace_percentage", params["default_namespace_percentage"],
+                                "must be a percentage above 0, at most 100", "10")
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
+        argument_spec=cluster_access.argument_spec(
             chart=dict(type="str", required=True, choices=["kai-scheduler", "gpu-fractioning"]),
             namespace=dict(type="str"),
             release_name=dict(type="str"),
@@ -306,38 +331,8 @@ def main():
     params = module.params
     for name in ("namespace", "release_name"):
         params[name] = params[name] or params["chart"]
-    if kclient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    try:
-        validate.integer("timeout", params["timeout"], example="300 (seconds each check waits)", minimum=1)
-        validate.integer("poll_interval", params["poll_interval"], example="5 (seconds)", minimum=1)
-        validate.integer("failure_log_lines", params["failure_log_lines"], example="50", minimum=1)
-        validate.namespace("namespace", params["namespace"], example=params["chart"])
-        validate.text("image_base", params["image_base"], example="registry.example.com:5000/kai-scheduler",
-                      pattern=r"[^\s@]+[^\s@/]", rule="must be a repository prefix, without spaces, digest or final /")
-        validate.text("tag", params["tag"], example="smshare-44d1d0a-af0544e", pattern=registry.TAG_RE,
-                      rule="must be an image tag (letters, digits, _ . -; at most 128)")
-        validate.text("release_name", params["release_name"], example=params["chart"], max_length=53,
-                      pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="must be a helm release name")
-        validate.items("components", params["components"], example="[mpsd, fractiond]", each=lambda name, value: (
-            validate.text(name, value, example="mpsd", pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
-                          rule="must be a label value (lower case letters, digits and -)")))
-        # The control log is read in the mpsd container; the other paths are only named in advice.
-        validate.path("mps_control_log", params["mps_control_log"], example=ARGUMENT_DEFAULTS["mps_control_log"])
-        for name in ("cri_socket_path", "nri_socket_path", "gpu_sharing_mode", "node_selector", "mps_start_pattern"):
-            validate.text(name, params[name], example=ARGUMENT_DEFAULTS[name])
-        for name in ("deployments_hint", "image_manifest_path", "mpsd_memory_limit", "gpu_operator_minimum_version"):
-            validate.text(name, params[name], example="(see the documentation)", required=False)
-        try:
-            re.compile(params["mps_start_pattern"])
-        except re.error as exc:
-            raise validate.BadInput("mps_start_pattern", params["mps_start_pattern"],
-                                    "must be a regular expression (%s)" % exc, ARGUMENT_DEFAULTS["mps_start_pattern"])
-        if not 0 < params["default_namespace_percentage"] <= 100:
-            raise validate.BadInput("default_namespace_percentage", params["default_namespace_percentage"],
-                                    "must be a percentage above 0, at most 100", "10")
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    cluster_access.require_library(module)
+    validate.refuse_bad_input(module, check_input)
     # Discovery takes no timeout of its own (an exec is bounded by cluster_access.exec_in_pod).
     socket.setdefaulttimeout(REQUEST_TIMEOUT)
     settings = dict(params, release=params["release_name"], symptom_settings={

@@ -115,20 +115,11 @@ failure:
 """
 
 import datetime
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, run_process, validate
-
-try:
-    from kubernetes import client as kclient
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    kclient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 
 NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
@@ -233,11 +224,19 @@ def run(module, api):
     return result
 
 
+def check_input(params):
+    """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
+    validate.text("name", params["name"], example="smshare-driver-upgrade", pattern=NAME_RE, max_length=253,
+                  rule="must be a Kubernetes object name (lower case letters, digits, - and .)")
+    validate.namespace("namespace", params["namespace"], example="kube-system")
+    validate.text("holder", params["holder"].strip() and params["holder"], max_length=253,
+                  example="ops@bastion-1 driver_upgrade to 615 2026-12-04T18:00:00Z")
+    validate.integer("ttl", params["ttl"], example="3600 (longer than a batch of the rollout takes)", minimum=1)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
+        argument_spec=cluster_access.argument_spec(
             name=dict(type="str", default="smshare-driver-upgrade"),
             namespace=dict(type="str", default="kube-system"),
             holder=dict(type="str", required=True),
@@ -248,18 +247,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if kclient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR,
-                         failure="missing_library")
-    try:
-        validate.text("name", params["name"], example="smshare-driver-upgrade", pattern=NAME_RE, max_length=253,
-                      rule="must be a Kubernetes object name (lower case letters, digits, - and .)")
-        validate.namespace("namespace", params["namespace"], example="kube-system")
-        validate.text("holder", params["holder"].strip() and params["holder"], max_length=253,
-                      example="ops@bastion-1 driver_upgrade to 615 2026-12-04T18:00:00Z")
-        validate.integer("ttl", params["ttl"], example="3600 (longer than a batch of the rollout takes)", minimum=1)
-    except validate.BadInput as exc:
-        module.fail_json(msg=exc.msg, **exc.details())
+    cluster_access.require_library(module)
+    validate.refuse_bad_input(module, check_input)
     try:
         api = kclient.CoordinationV1Api(cluster_access.api_client(params["kubeconfig"], params["context"]))
         result = run(module, api)

@@ -292,11 +292,8 @@ else:
 try:
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
-except ImportError:
-    DynamicClient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+except ImportError:  # cluster_access.require_library() reports it
+    DynamicClient = ResourceNotFoundError = None
 
 # (apiVersion, kind) read from each namespace, in this order; optional ones may be absent
 LIVE_KINDS = (   # (apiVersion, kind, required); a kind is read from the first version served
@@ -408,12 +405,10 @@ def live_objects(client, namespaces):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=cluster_access.argument_spec(
             paths=dict(type="list", elements="path", default=[]),
             objects=dict(type="list", elements="dict", default=[]),
             namespaces=dict(type="list", elements="str", default=[]),
-            kubeconfig=cluster_access.ARGUMENT_SPEC["kubeconfig"],
-            context=cluster_access.ARGUMENT_SPEC["context"],
             queues=dict(type="list", elements="dict"),
             queues_from_cluster=dict(type="bool", default=False),
             fail_on=dict(type="str", choices=["error", "warning", "never"], default="error"),
@@ -433,9 +428,8 @@ def main():
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR,
                          failure="missing_library")
-    if from_cluster and DynamicClient is None:
-        module.fail_json(msg=missing_required_lib("kubernetes") + " (for namespaces or the *_from_cluster options)",
-                         exception=KUBERNETES_IMPORT_ERROR, failure="missing_library")
+    if from_cluster:
+        cluster_access.require_library(module, "for namespaces or the *_from_cluster options")
     if params["sharing_mode"] and params["sharing_mode_from_cluster"]:
         module.fail_json(msg="sharing_mode=%s and sharing_mode_from_cluster=true: give the mode or read it from the "
                          "cluster, not both" % params["sharing_mode"], failure="bad_input", parameter="sharing_mode")

@@ -169,3 +169,31 @@ def test_writable_file(tmp_path):
         with pytest.raises(validate.BadInput) as err:
             validate.writable_file("report", bad, "/x.xml")
         assert words in str(err.value), (bad, str(err.value))
+
+
+class RefusingModule(object):
+    """fail_json as an exception, like AnsibleModule's end of a run."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def fail_json(self, **result):
+        raise SystemExit(result)
+
+
+def test_refuse_bad_input_ends_the_run_with_the_rule_that_broke():
+    def check(params):
+        validate.integer("ttl", params["ttl"], example="3600", minimum=1)
+
+    with pytest.raises(SystemExit) as ended:
+        validate.refuse_bad_input(RefusingModule({"ttl": 0}), check)
+    result = ended.value.args[0]
+    assert result["failure"] == "bad_input" and result["parameter"] == "ttl"
+    assert result["msg"].startswith("ttl=0") and result["msg"].endswith("Nothing was changed.")
+    validate.refuse_bad_input(RefusingModule({"ttl": 5}), check)   # good input: the run goes on
+
+
+def test_refuse_bad_input_passes_the_arguments_it_is_given():
+    seen = []
+    validate.refuse_bad_input(RefusingModule({}), lambda *args: seen.append(args), "a", 2)
+    assert seen == [("a", 2)]

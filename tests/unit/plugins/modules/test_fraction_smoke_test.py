@@ -383,3 +383,44 @@ def test_an_exec_without_an_answer_is_a_cluster_failure_with_the_command_shorten
     assert caught.value.failure == "cluster"
     assert str(caught.value).startswith("exec python3 -c xxx") and str(caught.value).endswith(words)
     assert "x" * 200 not in str(caught.value)
+
+
+class PodCalls(object):
+    """read/delete_namespaced_pod answering as told: a pod, or raising."""
+
+    def __init__(self, raised=None):
+        self.raised = raised
+
+    def _answer(self, name, namespace, **_kwargs):
+        if self.raised:
+            raise self.raised
+        return {"metadata": {"name": name, "namespace": namespace}}
+
+    read_namespaced_pod = delete_namespaced_pod = _answer
+
+
+def cluster_with(raised=None):
+    cluster = mod.Cluster.__new__(mod.Cluster)
+    cluster.core = PodCalls(raised)
+    cluster.api = type("Serializer", (), {"sanitize_for_serialization": staticmethod(lambda obj: obj)})()
+    return cluster
+
+
+def test_a_pod_that_is_not_there_reads_as_none_and_deletes_as_gone_already():
+    missing = mod.ApiException(status=404, reason="Not Found")
+    assert cluster_with(missing).pod("ns", "a") is None
+    assert cluster_with(missing).delete("ns", "a") is False
+    assert cluster_with().pod("ns", "a") == {"metadata": {"name": "a", "namespace": "ns"}}
+    assert cluster_with().delete("ns", "a") is True
+
+
+@pytest.mark.parametrize("raised, words", [
+    (mod.ApiException(status=500, reason="Internal Server Error"), "500 Internal Server Error"),
+    (OSError("connection refused"), "connection refused"),
+])
+def test_any_other_failure_to_read_or_delete_a_pod_is_a_cluster_failure_naming_it(raised, words):
+    for call, what in (("pod", "reading pod ns/a: "), ("delete", "deleting pod ns/a: ")):
+        with pytest.raises(st.SmokeError) as caught:
+            getattr(cluster_with(raised), call)("ns", "a")
+        assert caught.value.failure == "cluster"
+        assert str(caught.value) == what + words
