@@ -118,6 +118,12 @@ def _status(nodes, error=False):
     return "running"
 
 
+# `docker buildx inspect` keys read, each to the field it fills: the builder's, then each node's.
+BUILDER_KEYS = {"Name": "name", "Driver": "driver", "Error": "error"}
+NODE_KEYS = {"Endpoint": "endpoint", "Status": "status", "Error": "error", "BuildKit version": "buildkit",
+             "Platforms": "platforms"}
+
+
 def parse_inspect(out):
     """One builder of `docker buildx inspect [NAME]`: name, driver, error,
     status, platforms (every node's, full list) and nodes."""
@@ -133,27 +139,14 @@ def parse_inspect(out):
         if key == "Nodes":
             node = False
         elif node is None:   # the builder's own lines
-            if key == "Name":
-                builder["name"] = value
-            elif key == "Driver":
-                builder["driver"] = value
-            elif key == "Error":
-                builder["error"] = value
+            if key in BUILDER_KEYS:
+                builder[BUILDER_KEYS[key]] = value
         elif key == "Name":
             node = {"name": value, "endpoint": None, "status": None, "error": None,
                     "buildkit": None, "platforms": []}
             builder["nodes"].append(node)
-        elif node:
-            if key == "Endpoint":
-                node["endpoint"] = value
-            elif key == "Status":
-                node["status"] = value
-            elif key == "Error":
-                node["error"] = value
-            elif key == "BuildKit version":
-                node["buildkit"] = value
-            elif key == "Platforms":
-                node["platforms"] = parse_platforms(value)
+        elif node and key in NODE_KEYS:
+            node[NODE_KEYS[key]] = parse_platforms(value) if key == "Platforms" else value
     if not builder["name"] or not builder["driver"]:
         raise ValueError("no 'Name:' and 'Driver:' lines")
     platforms = []
