@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .paths import CACHE
-from .util import LabError, out, run, say
+from .util import LabError, run, say
 
 CONTROL_PLANE = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 NODE = ["kubelet", "pause"]
@@ -67,11 +67,28 @@ def ensure_deb_src():
     run(["apt-get", *APT_LOCK, "update", "-qq"])
 
 
+def _source_versions():
+    """The `kubernetes` source versions apt's lists know; none when they hold no sources yet."""
+    res = run(["apt-cache", "showsrc", "--only-source", "kubernetes"], check=False, capture=True)
+    return re.findall(r"^Version:\s*(\S+)", res.stdout, re.M) if res.returncode == 0 else []
+
+
 def source_version():
-    """The version of the `kubernetes` source package apt would fetch."""
-    ensure_deb_src()
-    text = out(["apt-cache", "showsrc", "--only-source", "kubernetes"])
-    versions = re.findall(r"^Version:\s*(\S+)", text, re.M)
+    """The version of the `kubernetes` source package apt would fetch.
+
+    Two labs starting at once on a fresh machine take turns here: one adds the
+    deb-src entry and updates apt's lists while the other waits. (Without the
+    lock the other saw the entry and asked apt before its lists had sources.)
+    An entry whose update never ran (a run stopped between the two) is updated now."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "apt-sources.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_deb_src()
+        versions = _source_versions()
+        if not versions:
+            say("apt's lists have no kubernetes sources yet: apt-get update")
+            run(["apt-get", *APT_LOCK, "update", "-qq"])
+            versions = _source_versions()
     if not versions:
         raise LabError("apt knows no `kubernetes` source package: check the deb-src entry "
                        f"({DEB_SRC_FILE}) and run apt-get update")
