@@ -22,10 +22,10 @@ from ansible_collections.smshare.kai.plugins.module_utils.object_status import c
 from ansible_collections.smshare.kai.plugins.module_utils.plain import one_line
 from ansible_collections.smshare.kai.plugins.module_utils.pod_images import pod_images
 from ansible_collections.smshare.kai.plugins.module_utils.text_table import text_table
+from ansible_collections.smshare.kai.plugins.module_utils.workload_rules import KAI_CONFIG
 
 CONFIG_KIND = "GpuFractioningConfig"
 CONFIG_NAME = "default"
-KAI_CONFIG = ("kai.scheduler/v1", "Config", "kai-config")
 # Each chart's checks, in the order they run, and the columns of the rows the report shows.
 CHECKS = {
     "kai-scheduler": ("kai_config_deployed", "deployments", "pods", "kai_config_sharing"),

@@ -181,6 +181,8 @@ RAY = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"), "RayServic
 LWS_TEMPLATES = ("leaderTemplate", "workerTemplate")
 LWS_STARTUP_POLICIES = ("LeaderCreated", "LeaderReady")
 SHARING_MODES = ("Disabled", "NonMemoryEnforced", "HamiCore", "NvFractions")
+# KAI's cluster-scoped Config (apiVersion, kind, name): spec.global.gpuSharingMode is one of SHARING_MODES.
+KAI_CONFIG = ("kai.scheduler/v1", "Config", "kai-config")
 
 
 class Finding:

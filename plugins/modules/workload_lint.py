@@ -320,9 +320,6 @@ LIVE_KINDS = (   # (apiVersion, kind, required); a kind is read from the first v
 )
 
 
-KAI_CONFIG = ("kai.scheduler/v1", "Config", "kai-config")   # cluster-scoped; spec.global.gpuSharingMode
-
-
 class ClusterError(Exception):
     pass
 
@@ -362,7 +359,7 @@ def _list(client, api_version, kind, namespace=None):
 
 def cluster_sharing_mode(client):
     """kai-config's spec.global.gpuSharingMode."""
-    api_version, kind, name = KAI_CONFIG
+    api_version, kind, name = workload_rules.KAI_CONFIG
     configs = _list(client, api_version, kind)
     if configs is None:
         raise ClusterError("the cluster has no %s %s resource: is KAI Scheduler installed? Set sharing_mode instead"
