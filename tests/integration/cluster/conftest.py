@@ -1,8 +1,9 @@
 """One site.yml converge for the whole directory (session scope, shared by the
 cluster checks, the smoke test and the air-gap proof); test_uninstall_on_lab.py
-runs last here and takes KAI off. Whatever still has KAI at the end of the
-session is uninstalled then, so later tests (the pilot refuses a cluster with
-KAI) find a clean lab.
+runs last here and takes KAI off. The tests hold in any order: one that needs
+KAI after an uninstall test (-k, another order) gets the converge again
+(`converged`). Whatever still has KAI at the end of the session is uninstalled
+then, so later tests (the pilot refuses a cluster with KAI) find a clean lab.
 
 The converge is an air-gapped site's (airgap_site.py): a user's copy of
 inventories/airgap with the lab overlay (lab/README.md), whose mirror URLs are
@@ -27,16 +28,22 @@ class Install:
         self.airgap = airgap
         self.installed = True
 
+    def ensure(self, lab):
+        """KAI installed, converged again when a test took it off before (the
+        uninstall tests: last in file order, not under -k or another order)."""
+        if not self.installed:
+            self.proc = converge(lab, self.airgap)
+            self.installed = True
+        return self.proc
 
-@pytest.fixture(scope="session")
-def kai_install(lab, tmp_path_factory):
-    if not lab.gpu_nodes or not lab.node_tier:
-        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
-    airgap = AirgapSite(lab, tmp_path_factory.mktemp("site"))
-    # A lab kept from an earlier session (SMSHARE_LAB_KEEP): its node caches that session's build
-    # of the forks, which the converge's own build pushes again under the same tags, and the
-    # release check rightly names every pod that runs one. Start from a cluster without KAI and
-    # a node without those images (a fresh lab has neither).
+
+def converge(lab, airgap):
+    """The air-gapped converge from a cluster without KAI; its output."""
+    # A lab kept from an earlier session (SMSHARE_LAB_KEEP), or a converge again after a test
+    # took KAI off: the node caches the earlier build of the forks, which the converge's own
+    # build pushes again under the same tags, and the release check rightly names every pod
+    # that runs one. Start from a cluster without KAI and a node without those images (a fresh
+    # lab has neither).
     if releases(lab):
         take_kai_off(lab)
     manifest = lab.state_dir / "fork_images_manifest.json"
@@ -53,15 +60,21 @@ def kai_install(lab, tmp_path_factory):
     except AssertionError:
         take_kai_off(lab)   # a failed converge must not fail the later tests too
         raise
-    install = Install(proc, airgap)
+    return proc
+
+
+@pytest.fixture(scope="session")
+def kai_install(lab, tmp_path_factory):
+    if not lab.gpu_nodes or not lab.node_tier:
+        pytest.fail("the lab has no GPU nodes or no node tier (see labctl up's output)")
+    airgap = AirgapSite(lab, tmp_path_factory.mktemp("site"))
+    install = Install(converge(lab, airgap), airgap)
     yield install
     if install.installed:
         take_kai_off(lab)
 
 
 @pytest.fixture
-def converged(kai_install):
-    """site.yml's output on the lab; fails when an earlier test took KAI off."""
-    if not kai_install.installed:
-        pytest.fail("KAI was uninstalled by an earlier test in this session")
-    return kai_install.proc
+def converged(lab, kai_install):
+    """site.yml's output on the lab, with KAI installed whatever ran before."""
+    return kai_install.ensure(lab)

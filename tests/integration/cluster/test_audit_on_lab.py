@@ -69,6 +69,7 @@ def assert_drift(proc, report, markdown, area, obj, field, wanted, found):
 @pytest.fixture(scope="module")
 def with_queues(lab, kai_install):
     """The inventory's queues on the converged lab (the audit compares them too)."""
+    kai_install.ensure(lab)
     proc = lab.playbook("playbooks/queues.yml")
     assert proc.returncode == 0, describe(proc)
     yield
