@@ -31,6 +31,8 @@ PACKAGED = {"kubectl": (Path("/usr/bin/kubectl"), "kubernetes-client")}
 DEB_SRC_FILE = Path("/etc/apt/sources.list.d/smshare-lab-deb-src.sources")
 REFLECT2_DEBIAN = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
+# Every lab of the machine, whatever its cache folder (SMSHARE_LAB_CACHE), takes turns over apt's sources here.
+APT_SOURCES_LOCK = Path("/run/lock/smshare-lab-apt-sources.lock")
 
 
 def _has_deb_src(etc_apt=Path("/etc/apt")):
@@ -68,30 +70,37 @@ def ensure_deb_src():
 
 
 def _source_versions():
-    """The `kubernetes` source versions apt's lists know; none when they hold no sources yet."""
+    """The `kubernetes` source versions apt's lists know (none when they hold no
+    sources yet), and what apt said otherwise."""
     res = run(["apt-cache", "showsrc", "--only-source", "kubernetes"], check=False, capture=True)
-    return re.findall(r"^Version:\s*(\S+)", res.stdout, re.M) if res.returncode == 0 else []
+    if res.returncode != 0:
+        return [], " ".join((res.stderr or res.stdout or "").split())
+    return re.findall(r"^Version:\s*(\S+)", res.stdout, re.M), ""
 
 
 def source_version():
     """The version of the `kubernetes` source package apt would fetch.
 
-    Two labs starting at once on a fresh machine take turns here: one adds the
-    deb-src entry and updates apt's lists while the other waits. (Without the
-    lock the other saw the entry and asked apt before its lists had sources.)
-    An entry whose update never ran (a run stopped between the two) is updated now."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "apt-sources.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    Two labs starting at once on a fresh machine take turns here (a lock of the
+    machine's, not of a cache folder): one adds the deb-src entry and updates
+    apt's lists while the other waits. Without it the other saw the entry and
+    asked apt before its lists had sources. An entry whose update never ran (a
+    run stopped between the two) is updated now."""
+    with open(APT_SOURCES_LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another lab is setting up apt's source lists ({APT_SOURCES_LOCK}): waiting")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         ensure_deb_src()
-        versions = _source_versions()
+        versions, said = _source_versions()
         if not versions:
             say("apt's lists have no kubernetes sources yet: apt-get update")
             run(["apt-get", *APT_LOCK, "update", "-qq"])
-            versions = _source_versions()
+            versions, said = _source_versions()
     if not versions:
         raise LabError("apt knows no `kubernetes` source package: check the deb-src entry "
-                       f"({DEB_SRC_FILE}) and run apt-get update")
+                       f"({DEB_SRC_FILE}) and run apt-get update" + (f" (apt-cache: {said})" if said else ""))
     best = versions[0]
     for ver in versions[1:]:
         if run(["dpkg", "--compare-versions", ver, "gt", best], check=False).returncode == 0:

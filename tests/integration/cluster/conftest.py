@@ -27,12 +27,20 @@ class Install:
         self.proc = proc
         self.airgap = airgap
         self.installed = True
+        self.failed = None
 
     def ensure(self, lab):
         """KAI installed, converged again when a test took it off before (the
-        uninstall tests: last in file order, not under -k or another order)."""
+        uninstall tests: last in file order, not under -k or another order).
+        A converge again that failed is not tried by every later test."""
+        if self.failed:
+            pytest.fail(f"converging the lab again after an uninstall test failed earlier: {self.failed}")
         if not self.installed:
-            self.proc = converge(lab, self.airgap)
+            try:
+                self.proc = converge(lab, self.airgap)
+            except BaseException as exc:
+                self.failed = " ".join(str(exc).split())[:300] or type(exc).__name__
+                raise
             self.installed = True
         return self.proc
 

@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
-os.environ.setdefault("SMSHARE_LAB_NO_CLAIM", "1")   # no lab instance is claimed by importing the lab's code
 
+# the names only: importing must not claim a lab instance (instances.py) for this process
+_claim = os.environ.get("SMSHARE_LAB_NO_CLAIM")
+os.environ["SMSHARE_LAB_NO_CLAIM"] = "1"
 from smshare_lab import build  # noqa: E402  pylint: disable=wrong-import-position
+if _claim is None:
+    del os.environ["SMSHARE_LAB_NO_CLAIM"]
 
 
 class FakeApt(object):
@@ -37,28 +41,27 @@ class FakeApt(object):
             return subprocess.CompletedProcess(argv, 0 if argv[2].endswith("deb12u1") else 1, "", "")
         raise AssertionError(f"unexpected command {argv}")
 
-    def out(self, argv, **_kwargs):
-        done = self.run(argv)
-        if done.returncode:
-            raise build.LabError(f"command failed (rc={done.returncode}): {' '.join(argv)}\n{done.stderr}")
-        return done.stdout
-
 
 @pytest.fixture
 def apt(tmp_path, monkeypatch):
     fake = FakeApt()
     entry = tmp_path / "smshare-lab-deb-src.sources"
 
-    def write_entry(text):
-        fake.entry = True
-        return len(text)
+    class Entry(object):
+        """The deb-src file: writing it is what the fake apt sees."""
 
-    monkeypatch.setattr(build, "CACHE", tmp_path / "cache")
-    monkeypatch.setattr(build, "DEB_SRC_FILE", type("Entry", (), {"write_text": staticmethod(write_entry),
-                                                                   "__str__": lambda self: str(entry)})())
+        @staticmethod
+        def write_text(text):
+            fake.entry = True
+            return len(text)
+
+        def __str__(self):
+            return str(entry)
+
+    monkeypatch.setattr(build, "APT_SOURCES_LOCK", tmp_path / "apt-sources.lock")
+    monkeypatch.setattr(build, "DEB_SRC_FILE", Entry())
     monkeypatch.setattr(build, "_has_deb_src", lambda: fake.entry)
     monkeypatch.setattr(build, "run", fake.run)
-    monkeypatch.setattr(build, "out", fake.out, raising=False)   # what the code before the lock called
     monkeypatch.setattr(build, "say", lambda msg: None)
     return fake
 
@@ -93,8 +96,22 @@ def test_an_entry_whose_update_never_ran_is_updated_now(apt):
     assert apt.updates == 1
 
 
-def test_apt_without_the_source_package_is_named(apt, monkeypatch):
+def test_apt_without_the_source_package_is_named_with_what_apt_said(apt, monkeypatch):
     apt.entry = apt.lists = True
-    monkeypatch.setattr(build, "_source_versions", lambda: [])
-    with pytest.raises(build.LabError, match="apt knows no `kubernetes` source package"):
+    monkeypatch.setattr(build, "_source_versions", lambda: ([], "E: Unable to find a source package"))
+    with pytest.raises(build.LabError, match=r"apt knows no `kubernetes` source package.*\(apt-cache: E: Unable"):
         build.source_version()
+
+
+def test_a_lab_waiting_on_another_says_so(apt, monkeypatch):
+    said = []
+    monkeypatch.setattr(build, "say", said.append)
+    with open(build.APT_SOURCES_LOCK, "w") as held:
+        build.fcntl.flock(held, build.fcntl.LOCK_EX)
+        waiting = threading.Thread(target=build.source_version)
+        waiting.start()
+        time.sleep(0.5)
+        assert any("another lab is setting up apt's source lists" in line for line in said), said
+        assert waiting.is_alive() and not apt.entry
+    waiting.join(30)
+    assert apt.entry and not waiting.is_alive()
