@@ -81,6 +81,16 @@ workloads:
   description: C(results), the Deployments then the DaemonSets of every namespace, each C(item) (the kind) and C(resources), or C(msg).
   returned: success
   type: dict
+failure:
+  description: >-
+    Why the module failed - C(bad_input) (with RV(parameter)) or C(missing_library). An API server that
+    does not answer is no failure: each read says so in its C(msg).
+  returned: failure
+  type: str
+parameter:
+  description: The parameter a RV(failure=bad_input) refusal is about.
+  returned: failure
+  type: str
 """
 
 import json

@@ -266,7 +266,8 @@ def run(module, calls):
     return result
 
 
-def _check_input(params):
+def check_input(params):
+    """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
     validate.text("name", params["name"], example="gpu-node-1", pattern=NODE_NAME_RE, max_length=253,
                   rule="must be a Node's name (lower case letters, digits, - and .)")
     for field in ("labels", "annotations"):
@@ -309,7 +310,7 @@ def main():
     )
     params = module.params
     cluster_access.require_library(module)
-    validate.refuse_bad_input(module, _check_input)
+    validate.refuse_bad_input(module, check_input)
     try:
         result = run(module, NodeCalls(cluster_access.api_client(params["kubeconfig"], params["context"])))
     except cluster_access.AccessError as exc:

@@ -177,6 +177,16 @@ checks:
   elements: dict
   sample: [{"name": "nodes_ready", "ok": true, "message": "1 node(s) report gpu-fractioning.nvidia.com/Ready=True: gpu-1",
             "rows": [{"node": "gpu-1", "status": "True", "reason": "", "message": "", "ok": true}]}]
+failure:
+  description: >-
+    Why the module failed - C(bad_input) (with RV(parameter)), C(missing_library), or C(cluster) (no client, or a read that kept failing).
+    A failed check is no module failure: RV(ok) is false and RV(failed_check) names it.
+  returned: failure
+  type: str
+parameter:
+  description: The parameter a RV(failure=bad_input) refusal is about.
+  returned: failure
+  type: str
 """
 
 import re
