@@ -80,7 +80,7 @@ def test_two_labs_starting_at_once_both_find_the_version(apt):
         except Exception as exc:  # pylint: disable=broad-except
             errors.append(exc)
 
-    threads = [threading.Thread(target=start) for _ in range(2)]
+    threads = [threading.Thread(target=start), threading.Thread(target=start)]
     for thread in threads:
         thread.start()
     for thread in threads:
