@@ -35,17 +35,11 @@ except ImportError:
 else:
     KUBERNETES_IMPORT_ERROR = None
 
+# A cluster module's options as kubernetes.core's: dict(ARGUMENT_SPEC, <its own>), as the MPS modules spread mps.ARGUMENT_SPEC.
 ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
 )
-
-
-def argument_spec(**own):
-    """A cluster module's options: kubeconfig and context, as kubernetes.core's, beside its own."""
-    spec = dict(ARGUMENT_SPEC)
-    spec.update(own)
-    return spec
 
 
 def require_library(module, needed_for=""):

@@ -394,10 +394,9 @@ class Cluster(object):
         self.custom = kclient.CustomObjectsApi(api)
         self.node_api = kclient.NodeV1Api(api)
 
-    def _call(self, what, func, *args, **kwargs):
+    def _call(self, what, func, *args, if_missing=NO_ANSWER, **kwargs):
         """func's answer; any failure a SmokeError (cluster) naming `what`,
         but a 404 answers `if_missing` where that is given."""
-        if_missing = kwargs.pop("if_missing", NO_ANSWER)
         try:
             return func(*args, **kwargs)
         except Exception as exc:  # pylint: disable=broad-except
@@ -737,7 +736,8 @@ def write_reports(module, run):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             namespace=dict(type="str", default=st.DEFAULT_NAMESPACE),
             queue=dict(type="str", default=st.DEFAULT_QUEUE),
             fraction=dict(type="float", default=st.DEFAULT_FRACTION),

@@ -184,7 +184,8 @@ def check_input(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             access=dict(type="list", elements="dict", default=[]),
             runtime_class=dict(type="str", default=""),
             gpu_node_selector=dict(type="str", default="nvidia.com/gpu.present=true"),

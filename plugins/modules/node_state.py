@@ -294,7 +294,8 @@ def check_input(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             name=dict(type="str", required=True),
             labels=dict(type="dict", default={}),
             annotations=dict(type="dict", default={}),

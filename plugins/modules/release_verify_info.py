@@ -312,7 +312,8 @@ def check_input(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             chart=dict(type="str", required=True, choices=["kai-scheduler", "gpu-fractioning"]),
             namespace=dict(type="str"),
             release_name=dict(type="str"),

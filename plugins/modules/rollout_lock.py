@@ -236,7 +236,8 @@ def check_input(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             name=dict(type="str", default="smshare-driver-upgrade"),
             namespace=dict(type="str", default="kube-system"),
             holder=dict(type="str", required=True),

@@ -402,7 +402,8 @@ def live_objects(client, namespaces):
 
 def main():
     module = AnsibleModule(
-        argument_spec=cluster_access.argument_spec(
+        argument_spec=dict(
+            cluster_access.ARGUMENT_SPEC,
             paths=dict(type="list", elements="path", default=[]),
             objects=dict(type="list", elements="dict", default=[]),
             namespaces=dict(type="list", elements="str", default=[]),
