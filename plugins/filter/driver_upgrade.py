@@ -114,25 +114,15 @@ def driver_upgrade_drain_plan(pods, node_name, force=False, policy="stop", selec
     return drain.drain_plan(pods, node_name, bool(force), policy, bool(selective))
 
 
-def driver_upgrade_budget_blocks(pdbs, pods, node_name, force=False):
-    """The PodDisruptionBudgets a drain of node_name would violate now (module_utils/drain.py)."""
-    for what, value in (("PodDisruptionBudget", pdbs), ("Pod", pods)):
-        if not isinstance(value, list):
-            raise AnsibleFilterError("driver_upgrade_budget_blocks: expects a list of %s objects, got %s"
-                                     % (what, type(value).__name__))
-    return drain.budget_blocks(pdbs, pods, node_name, bool(force))
-
-
-def driver_upgrade_drain_refusal(drained, pdbs, pods_left, node_name, force, timeout):
+def driver_upgrade_drain_refusal(drained, blocks, node_name, timeout):
     """Why the drain of node_name did not go through, '' when it did (module_utils/drain.py)."""
     if not isinstance(drained, dict):
         raise AnsibleFilterError("driver_upgrade_drain_refusal: expects k8s_drain's result (a mapping), got %s"
                                  % type(drained).__name__)
-    for what, value in (("PodDisruptionBudget", pdbs), ("Pod", pods_left)):
-        if not isinstance(value, list):
-            raise AnsibleFilterError("driver_upgrade_drain_refusal: expects a list of %s objects, got %s"
-                                     % (what, type(value).__name__))
-    return drain.drain_refusal(drained, pdbs, pods_left, str(node_name), bool(force), timeout)
+    if not isinstance(blocks, list):
+        raise AnsibleFilterError("driver_upgrade_drain_refusal: expects the blocks of smshare.kai.disruption_budgets_info"
+                                 " (a list), got %s" % type(blocks).__name__)
+    return drain.drain_refusal(drained, blocks, str(node_name), timeout)
 
 
 class FilterModule(object):
@@ -144,6 +134,5 @@ class FilterModule(object):
                 "driver_upgrade_report": driver_upgrade_report, "driver_upgrade_table": driver_upgrade_table,
                 "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
-                "driver_upgrade_budget_blocks": driver_upgrade_budget_blocks,
                 "driver_upgrade_drain_refusal": driver_upgrade_drain_refusal,
                 "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

@@ -162,16 +162,17 @@ def budget_blocks(pdbs, pods, node_name, force=False):
     return sorted(rows, key=lambda r: (r["namespace"], r["name"]))
 
 
-def drain_refusal(drained, pdbs, pods_left, node_name, force, timeout):
+def drain_refusal(drained, blocks, node_name, timeout):
     """Why kubernetes.core.k8s_drain's result `drained` did not drain node_name ('' when
     it did). A budget's refusal names the budgets that block the pods still there
-    (budget_blocks), or the module's message where none matches now."""
+    (`blocks`: budget_blocks' rows, read after the refusal), or the module's message
+    where none blocks now."""
     drained = drained or {}
     if "result" in drained:
         return ""
     said = str(drained.get("msg") or "no result")
     if "disruption budget" not in said:
         return "The drain of %s failed: %s." % (node_name, said)
-    why = "; ".join(row["text"] for row in budget_blocks(pdbs, pods_left, node_name, force)) or said
+    why = "; ".join(row["text"] for row in blocks or []) or said
     return ("The drain of %s was refused by disruption budgets until driver_upgrade_drain_timeout (%s s): %s. The "
             "driver was not changed; once the budgets allow it, run the rollout again." % (node_name, timeout, why))

@@ -134,6 +134,15 @@ def qualified_name(parameter, value, example):
 NAMESPACE_RE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
+# A Node's name (a DNS subdomain).
+NODE_NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+
+
+def node_name(parameter, value, example="gpu-node-1"):
+    return text(parameter, value, example, pattern=NODE_NAME_RE, max_length=253,
+                rule="must be a Node's name (lower case letters, digits, - and .)")
+
+
 def namespace(parameter, value, example):
     return text(parameter, value, example, pattern=NAMESPACE_RE, max_length=63,
                 rule="must be a namespace name (lower case letters, digits and -)")

@@ -139,7 +139,6 @@ from ansible_collections.smshare.kai.plugins.module_utils import cluster_access,
 from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 
-NODE_NAME_RE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
 # A label value as the API validates it: empty, or at most 63 of these, alphanumeric at both ends.
 LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 REASON_RE = r"[A-Z][A-Za-z0-9]*"
@@ -268,8 +267,7 @@ def run(module, calls):
 
 def check_input(params):
     """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
-    validate.text("name", params["name"], example="gpu-node-1", pattern=NODE_NAME_RE, max_length=253,
-                  rule="must be a Node's name (lower case letters, digits, - and .)")
+    validate.node_name("name", params["name"])
     for field in ("labels", "annotations"):
         for key, value in params[field].items():
             validate.qualified_name("%s key" % field, key, example="smshare.kai/driver-upgrade-state")

@@ -132,11 +132,6 @@ def test_an_empty_v1beta1_selector_covers_nothing():
     assert len(drain.budget_blocks([pdb("all", {}, 0)], [web("web-1")], NODE)) == 1
 
 
-def test_the_budget_filter_refuses_what_is_not_a_list():
-    with pytest.raises(filters.AnsibleFilterError, match="expects a list of Pod objects, got dict"):
-        filters.driver_upgrade_budget_blocks([], {"items": []}, NODE)
-
-
 REFUSED = {"failed": True, "msg": "Failed to delete pod team-a/web-1 due to: Too Many Requests: Cannot evict pod as "
                                   "it would violate the pod's disruption budget."}
 
@@ -157,15 +152,16 @@ REFUSED = {"failed": True, "msg": "Failed to delete pod team-a/web-1 due to: Too
     ({"failed": True}, [], [], "The drain of gpu-01 failed: no result."),
 ])
 def test_a_drain_that_did_not_go_through_says_why(drained, pdbs, pods, message):
-    assert drain.drain_refusal(drained, pdbs, pods, NODE, False, 600) == message
-    assert filters.driver_upgrade_drain_refusal(drained, pdbs, pods, NODE, False, 600) == message
+    # The blocks as smshare.kai.disruption_budgets_info reads them after the refusal.
+    blocks = drain.budget_blocks(pdbs, pods, NODE)
+    assert drain.drain_refusal(drained, blocks, NODE, 600) == message
+    assert filters.driver_upgrade_drain_refusal(drained, blocks, NODE, 600) == message
 
 
 @pytest.mark.parametrize("args, words", [
-    (("drained", [], []), r"expects k8s_drain's result \(a mapping\), got str"),
-    (({"failed": True}, {"resources": []}, []), "expects a list of PodDisruptionBudget objects"),
-    (({"failed": True}, [], None), "expects a list of Pod objects"),
+    (("drained", []), r"expects k8s_drain's result \(a mapping\), got str"),
+    (({"failed": True}, {"blocks": []}), r"expects the blocks of smshare.kai.disruption_budgets_info \(a list\), got dict"),
 ])
 def test_the_drain_refusal_filter_refuses_bad_input(args, words):
     with pytest.raises(filters.AnsibleFilterError, match=words):
-        filters.driver_upgrade_drain_refusal(*args, NODE, False, 600)
+        filters.driver_upgrade_drain_refusal(*args, NODE, 600)
