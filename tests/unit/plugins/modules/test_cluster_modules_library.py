@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access
 from ansible_collections.smshare.kai.plugins.modules import (
-    fraction_smoke_test, gpu_cluster_info, node_state, release_verify_info, rollout_lock, workload_lint)
+    disruption_budgets_info, fraction_smoke_test, gpu_cluster_info, node_state, release_verify_info, rollout_lock,
+    rollout_wait_info, workload_lint)
 
 from module_runner import run_module
 
@@ -24,6 +25,8 @@ CLUSTER_MODULES = [
                            "components": ["scheduler"]}),
     (fraction_smoke_test, {}),
     (workload_lint, {"namespaces": ["gpu-trial"]}),
+    (disruption_budgets_info, {"node": "gpu-node-1"}),
+    (rollout_wait_info, {"node": "gpu-node-1", "checks": ["node_ready"], "branch": "615"}),
 ]
 
 
