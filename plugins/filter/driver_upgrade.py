@@ -86,13 +86,6 @@ def driver_upgrade_operator_conflicts(policies, nodes, node_names):
     return _rule(rules.operator_conflicts, policies, nodes, node_names)
 
 
-def gpu_holding_pods(pods, node_name):
-    """The pods bound to node_name that still hold a GPU (module_utils/gpu_holders.py)."""
-    if not isinstance(pods, list):
-        raise AnsibleFilterError("gpu_holding_pods: expects a list of Pod objects, got %s" % type(pods).__name__)
-    return gpu_holders.holding_pods(pods, node_name)
-
-
 def driver_upgrade_mps_holders(clients, pods=None):
     """The MPS clients still attached to a node's daemon, as holder rows (module_utils/gpu_holders.py)."""
     if not isinstance(clients, list):
@@ -132,7 +125,7 @@ class FilterModule(object):
                 "driver_upgrade_failed_labels": driver_upgrade_failed_labels,
                 "driver_upgrade_failure_reason": driver_upgrade_failure_reason,
                 "driver_upgrade_report": driver_upgrade_report, "driver_upgrade_table": driver_upgrade_table,
-                "gpu_holding_pods": gpu_holding_pods, "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
+                "driver_upgrade_mps_holders": driver_upgrade_mps_holders,
                 "driver_upgrade_drain_plan": driver_upgrade_drain_plan,
                 "driver_upgrade_drain_refusal": driver_upgrade_drain_refusal,
                 "driver_upgrade_operator_conflicts": driver_upgrade_operator_conflicts}

@@ -20,7 +20,9 @@ description:
     V(node_ready), the Node Ready and its O(driver_label) on O(branch);
     V(agents_left), no fractioning agent pod left on the node;
     V(agents_back), at least O(agents_expected) of them Running and Ready;
-    V(agent_condition), the Node's O(condition) True."
+    V(agent_condition), the Node's O(condition) True;
+    V(gpu_pods_gone), no pod bound to the node that holds a GPU (the C(nvidia.com/gpu) resource, KAI's
+    fraction annotations, the binder's C(gpus.devices), reservation pods): the node's pods come back as RV(pods)."
   - "A check not met at the end is a result (RV(ok) false, RV(message)), not a failure; a read the API server
     did not answer is retried until the timeout, and fails the module (RV(failure=cluster)) only when the last
     read did not get an answer."
@@ -39,7 +41,7 @@ options:
     description: What must hold, all of it at one read.
     type: list
     elements: str
-    choices: [node_ready, agents_left, agents_back, agent_condition]
+    choices: [node_ready, agents_left, agents_back, agent_condition, gpu_pods_gone]
     required: true
   timeout:
     description: Seconds to wait for the checks to hold; V(0) reads once. Named in the messages.
@@ -114,6 +116,11 @@ node:
   description: The Node as last read (the API's JSON); empty when no check reads it or it is gone.
   returned: success
   type: dict
+pods:
+  description: Every pod bound to the node as last read (the API's JSON), for V(gpu_pods_gone); empty otherwise.
+  returned: success
+  type: list
+  elements: dict
 waited:
   description: Seconds spent waiting (0 when the first read met every check).
   returned: success
@@ -135,10 +142,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, validate
 from ansible_collections.smshare.kai.plugins.module_utils import driver_upgrade as rules
+from ansible_collections.smshare.kai.plugins.module_utils import gpu_holders
 from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import ApiException, kube_client as kclient
 
 NODE_CHECKS = ("node_ready", "agent_condition")
 AGENT_CHECKS = ("agents_left", "agents_back")
+POD_CHECKS = ("gpu_pods_gone",)
 
 
 class Unanswered(Exception):
@@ -181,45 +190,63 @@ class NodeReads:
                                                                 _request_timeout=cluster_access.REQUEST_TIMEOUT))
         return (found or {}).get("items") or []
 
+    def node_pods(self, node):
+        """Every pod bound to the node, in every namespace."""
+        field = "spec.nodeName=%s" % node
+        found = self._ask("the pods on %s" % node,
+                          lambda: cluster_access.plain_json(self.client, "GET",
+                                                            "/api/v1/pods?fieldSelector=%s" % quote(field, safe="")),
+                          lambda: self.core.list_pod_for_all_namespaces(
+                              field_selector=field, _request_timeout=cluster_access.REQUEST_TIMEOUT))
+        return (found or {}).get("items") or []
 
-def evaluate(params, node, pods):
-    """Each check's result on one read: node the Node (None: gone), pods the agents' (None: unread)."""
+
+def evaluate(params, node, pods, node_pods=None, unanswered=""):
+    """Each check's result on one read: node the Node (None: gone), pods the agents' and
+    node_pods all the node's (None: unread)."""
     nodes = [node] if node else []
     timeout = params["timeout"]
+    pods_read = {"resources": node_pods} if node_pods is not None else {"msg": unanswered or "not read"}
     rules_for = {
         "node_ready": lambda: rules.node_ready(nodes, params["node"], params["branch"], params["driver_label"], timeout),
         "agents_left": lambda: rules.agents_left(pods, timeout, params["state_label"]),
         "agents_back": lambda: rules.agents_back(pods, params["agents_expected"], timeout),
         "agent_condition": lambda: rules.agent_condition(nodes, params["condition"], timeout),
+        "gpu_pods_gone": lambda: rules.gpu_holders(pods_read, None, gpu_holders.holding_pods(node_pods or [], params["node"]),
+                                                   timeout),
     }
     return {check: {key: value for key, value in rules_for[check]().items() if key != "done"}
             for check in params["checks"]}
 
 
 def read_once(params, reads):
-    """(node, pods, unanswered): what one read of the cluster gave."""
-    node = pods = None
+    """(node, pods, node_pods, unanswered): what one read of the cluster gave."""
+    node = pods = node_pods = None
+    checks = params["checks"]
     try:
-        if any(check in NODE_CHECKS for check in params["checks"]):
+        if any(check in NODE_CHECKS for check in checks):
             node = reads.node(params["node"])
-        if any(check in AGENT_CHECKS for check in params["checks"]):
+        if any(check in AGENT_CHECKS for check in checks):
             pods = reads.pods(params["agent_namespace"], params["agent_selector"], params["node"])
+        if any(check in POD_CHECKS for check in checks):
+            node_pods = reads.node_pods(params["node"])
     except Unanswered as exc:
-        return node, None, str(exc)
-    return node, pods, ""
+        return node, pods, node_pods, str(exc)
+    return node, pods, node_pods, ""
 
 
 def run(params, reads, clock=time.monotonic, sleep=time.sleep):
     start, waited = clock(), 0.0
     while True:
-        node, pods, unanswered = read_once(params, reads)
-        results = evaluate(params, node, pods)
+        node, pods, node_pods, unanswered = read_once(params, reads)
+        results = evaluate(params, node, pods, node_pods, unanswered)
         ok = not unanswered and all(result["ok"] for result in results.values())
         if ok or clock() - start >= params["timeout"]:
             break
         sleep(min(params["poll_interval"], params["timeout"] - (clock() - start)))
         waited = round(clock() - start, 1)
-    return dict(changed=False, ok=ok, results=results, node=node or {}, waited=waited, unanswered=unanswered,
+    return dict(changed=False, ok=ok, results=results, node=node or {}, pods=node_pods or [], waited=waited,
+                unanswered=unanswered,
                 message=" ".join(r["message"].rstrip(".") + "." for r in results.values() if not r["ok"]))
 
 
@@ -246,7 +273,7 @@ def main():
         argument_spec=dict(
             cluster_access.ARGUMENT_SPEC,
             node=dict(type="str", required=True),
-            checks=dict(type="list", elements="str", required=True, choices=list(NODE_CHECKS + AGENT_CHECKS)),
+            checks=dict(type="list", elements="str", required=True, choices=list(NODE_CHECKS + AGENT_CHECKS + POD_CHECKS)),
             timeout=dict(type="int", default=300),
             poll_interval=dict(type="int", default=2),
             branch=dict(type="str"),

@@ -149,8 +149,8 @@ def test_a_pod_process_of_an_unknown_pod_keeps_its_uid(tmp_path):
     assert rows[0]["why"] == "has /dev/nvidia1 open in pod uid " + UID
 
 
-def test_the_filter_reads_k8s_info_results():
-    assert [r["name"] for r in filters.gpu_holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
+def test_only_the_pods_that_hold_a_gpu_are_rows():
+    assert [r["name"] for r in gh.holding_pods([pod("a", gpus="1"), pod("b")], NODE)] == ["a"]
 
 
 # ---------------------------------------------------------------- MPS clients

@@ -38,8 +38,8 @@ class FakeApiServer:
     """The plain calls over the Node and the agents' pods; each read takes the next
     of `nodes` and `pods` (the last one stays); an entry that is an int is that HTTP status."""
 
-    def __init__(self, nodes=(None,), pods=((),)):
-        self.nodes, self.pods, self.paths = list(nodes), list(pods), []
+    def __init__(self, nodes=(None,), pods=((),), node_pods=((),)):
+        self.nodes, self.pods, self.node_pods, self.paths = list(nodes), list(pods), list(node_pods), []
 
     @staticmethod
     def _next(seq):
@@ -51,7 +51,8 @@ class FakeApiServer:
     def call_api(self, verb, url, header_params, body, post_params, _request_timeout):
         parts = urlsplit(url)
         self.paths.append((parts.path, parse_qs(parts.query)))
-        answer = self._next(self.nodes if parts.path.startswith("/api/v1/nodes/") else self.pods)
+        answer = self._next(self.nodes if parts.path.startswith("/api/v1/nodes/") else
+                            self.node_pods if parts.path == "/api/v1/pods" else self.pods)
         if isinstance(answer, int):
             return Response(answer, {"kind": "Status", "code": answer})
         if answer is None:
@@ -120,6 +121,27 @@ def test_agents_back_and_their_condition_are_waited_for_together():
 def test_one_read_counts_the_agents_on_the_node():
     result = run(FakeApiServer(pods=[[agent("mpsd-x"), agent("fractiond-y", ready=False)]]), ["agents_back"], timeout=0)
     assert result["ok"] and len(result["results"]["agents_back"]["rows"]) == 2 and result["waited"] == 0.0
+
+
+def fraction(name):
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": {"gpu-fraction": "0.5"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "main"}]}, "status": {"phase": "Running"}}
+
+
+def test_it_waits_for_the_pods_that_hold_a_gpu_and_returns_the_nodes_pods():
+    server = FakeApiServer(node_pods=[[fraction("half"), agent("mpsd-x")], [agent("mpsd-x")]])
+    result = run(server, ["gpu_pods_gone"], timeout=60)
+    assert result["ok"] and result["waited"] == 2.0
+    assert [p["metadata"]["name"] for p in result["pods"]] == ["mpsd-x"], "for gpu_holders_info to name pods"
+    assert server.paths[0] == ("/api/v1/pods", {"fieldSelector": ["spec.nodeName=gpu-01"]})
+
+
+def test_a_pod_that_keeps_its_gpu_is_named_at_the_timeout():
+    result = run(FakeApiServer(node_pods=[[fraction("half")]]), ["gpu_pods_gone"], timeout=6)
+    assert not result["ok"]
+    assert [row["name"] for row in result["results"]["gpu_pods_gone"]["rows"]] == ["half"]
+    assert result["message"].startswith("1 still hold a GPU after driver_upgrade_holders_timeout (6 s), so the driver "
+                                        "was not changed: half.")
 
 
 def test_a_server_that_stops_answering_is_waited_for_then_named(monkeypatch):
