@@ -108,7 +108,7 @@ message:
   description: The messages of the checks that do not hold, one after the other; empty when all do.
   returned: success
   type: str
-results:
+check_results:
   description: Each check's result at the last read, by its name, with ok, rows (what it saw) and message.
   returned: success
   type: dict
@@ -245,7 +245,7 @@ def run(params, reads, clock=time.monotonic, sleep=time.sleep):
             break
         sleep(min(params["poll_interval"], params["timeout"] - (clock() - start)))
         waited = round(clock() - start, 1)
-    return dict(changed=False, ok=ok, results=results, node=node or {}, pods=node_pods or [], waited=waited,
+    return dict(changed=False, ok=ok, check_results=results, node=node or {}, pods=node_pods or [], waited=waited,
                 unanswered=unanswered,
                 message=" ".join(r["message"].rstrip(".") + "." for r in results.values() if not r["ok"]))
 

@@ -114,13 +114,13 @@ def test_agents_back_and_their_condition_are_waited_for_together():
                            pods=[[agent("mpsd-x", ready=False), agent("fractiond-y")], [agent("mpsd-x"), agent("fractiond-y")]])
     result = run(server, ["agents_back", "agent_condition"], agents_expected=2)
     assert result["ok"] and result["waited"] == 2.0
-    assert result["results"]["agents_back"]["rows"] == [{"pod": "mpsd-x", "ready": True}, {"pod": "fractiond-y", "ready": True}]
-    assert result["results"]["agent_condition"]["ok"]
+    assert result["check_results"]["agents_back"]["rows"] == [{"pod": "mpsd-x", "ready": True}, {"pod": "fractiond-y", "ready": True}]
+    assert result["check_results"]["agent_condition"]["ok"]
 
 
 def test_one_read_counts_the_agents_on_the_node():
     result = run(FakeApiServer(pods=[[agent("mpsd-x"), agent("fractiond-y", ready=False)]]), ["agents_back"], timeout=0)
-    assert result["ok"] and len(result["results"]["agents_back"]["rows"]) == 2 and result["waited"] == 0.0
+    assert result["ok"] and len(result["check_results"]["agents_back"]["rows"]) == 2 and result["waited"] == 0.0
 
 
 def fraction(name):
@@ -139,7 +139,7 @@ def test_it_waits_for_the_pods_that_hold_a_gpu_and_returns_the_nodes_pods():
 def test_a_pod_that_keeps_its_gpu_is_named_at_the_timeout():
     result = run(FakeApiServer(node_pods=[[fraction("half")]]), ["gpu_pods_gone"], timeout=6)
     assert not result["ok"]
-    assert [row["name"] for row in result["results"]["gpu_pods_gone"]["rows"]] == ["half"]
+    assert [row["name"] for row in result["check_results"]["gpu_pods_gone"]["rows"]] == ["half"]
     assert result["message"].startswith("1 still hold a GPU after driver_upgrade_holders_timeout (6 s), so the driver "
                                         "was not changed: half.")
 
