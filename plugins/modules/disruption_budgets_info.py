@@ -36,7 +36,7 @@ options:
     required: true
   pod_selectors:
     description:
-      - Label selectors the drain is limited to, as C(kubernetes.core.k8s_drain)'s O(kubernetes.core.k8s_drain#module:pod_selectors)
+      - Label selectors the drain is limited to, as C(kubernetes.core.k8s_drain)'s C(pod_selectors)
         (C(app=web), C(tier!=batch)); only the pods they select are weighed. Empty, every pod on the node.
     type: list
     elements: str
@@ -56,7 +56,7 @@ options:
 requirements:
   - kubernetes (Python library)
 seealso:
-  - module: kubernetes.core.k8s_drain
+  - module: smshare.kai.rollout_wait_info
 """
 
 EXAMPLES = r"""
