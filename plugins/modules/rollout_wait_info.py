@@ -259,9 +259,12 @@ def check_input(params):
     validate.integer("poll_interval", params["poll_interval"], example="2 (seconds)", minimum=1)
     if "node_ready" in params["checks"]:
         validate.text("branch", params["branch"], example="615")
+        if params["driver_label"]:
+            validate.qualified_name("driver_label", params["driver_label"], example="nvidia.com/cuda.driver-version.major")
     if any(check in AGENT_CHECKS for check in params["checks"]):
         validate.namespace("agent_namespace", params["agent_namespace"], example="gpu-fractioning")
         validate.text("agent_selector", params["agent_selector"], example="app.kubernetes.io/component in (mpsd,fractiond)")
+        validate.qualified_name("state_label", params["state_label"], example="nvidia.com/gpu-driver-upgrade-state")
     if "agents_back" in params["checks"]:
         validate.integer("agents_expected", params["agents_expected"], example="2", minimum=0)
     if "agent_condition" in params["checks"]:

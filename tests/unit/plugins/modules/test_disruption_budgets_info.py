@@ -97,7 +97,7 @@ def test_budgets_are_read_from_the_newest_api_served(served, api):
 
 def test_a_blocking_budget_is_named_with_its_pods():
     result = module.run(params(), module.BudgetReads(FakeApiServer()))
-    assert result["ok"] is False and result["waited"] == 0.0
+    assert result["ok"] is False and result["waited"] == 0.0 and result["changed"] is False
     assert result["blocks"] == [{"namespace": "team-a", "name": "web", "allowed": 0, "pods": ["team-a/web-1"],
                                  "text": "PodDisruptionBudget team-a/web allows 0 disruption(s) now and draining "
                                          "gpu-01 would evict 1 of its pods (team-a/web-1)"}]

@@ -78,6 +78,7 @@ def test_it_waits_for_the_node_to_be_ready_on_the_branch():
     server = FakeApiServer(nodes=[node(ready="False"), node(branch="580"), node()])
     result = run(server, ["node_ready"])
     assert result["ok"] and result["message"] == "" and result["waited"] == 4.0
+    assert result["changed"] is False, "it reads only: a second run changes nothing either"
     assert result["node"]["metadata"]["name"] == NODE, "the Node as last read, for the steps after"
     assert [path for path, _query in server.paths] == ["/api/v1/nodes/gpu-01"] * 3
 
@@ -164,6 +165,10 @@ def test_a_server_that_stops_answering_is_waited_for_then_named(monkeypatch):
     ({"node": NODE, "checks": ["agents_left"], "agent_namespace": "GPU"}, "agent_namespace"),
     ({"node": NODE, "checks": ["agent_condition"], "condition": "not a/condition/"}, "condition"),
     ({"node": NODE, "checks": ["agents_left"], "timeout": -1}, "timeout"),
+    ({"node": NODE, "checks": ["agents_left"], "poll_interval": 0}, "poll_interval"),
+    ({"node": NODE, "checks": ["agents_left"], "agent_selector": "app=mpsd\n"}, "agent_selector"),
+    ({"node": NODE, "checks": ["agents_left"], "state_label": "a label"}, "state_label"),
+    ({"node": NODE, "checks": ["node_ready"], "branch": "615", "driver_label": "/driver"}, "driver_label"),
 ])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, parameter):
     monkeypatch.setattr(cluster_access, "api_client", pytest.fail)
