@@ -14,8 +14,11 @@ import math
 import os
 import signal
 import threading
+import time
 import traceback
 from contextlib import contextmanager
+
+from urllib.parse import quote
 
 from ansible.module_utils.basic import missing_required_lib
 
@@ -108,6 +111,28 @@ def plain_json(client, method, path, body=None, content_type="application/json",
     if not 200 <= response.status <= 299:
         raise ApiException(http_resp=response)
     return json.loads(response.data.decode("utf-8")) if response.data else {}
+
+
+def plain_get(client, path, query=None):
+    """plain_json's GET, with `query` ({name: value}, a selector's spaces and
+    commas included) encoded into the path."""
+    if query:
+        path += "?" + "&".join("%s=%s" % (key, quote(str(value), safe="")) for key, value in sorted(query.items()))
+    return plain_json(client, "GET", path)
+
+
+def poll(step, timeout, interval, clock=time.monotonic, sleep=time.sleep):
+    """A module's wait: step() returns (value, done); it is called until done or
+    until `timeout` seconds have passed since the first call, `interval` seconds
+    apart (at most what is left). Returns (the last value, seconds waited: 0 when
+    the first call was done)."""
+    start, waited = clock(), 0.0
+    while True:
+        value, done = step()
+        if done or clock() - start >= timeout:
+            return value, waited
+        sleep(min(float(interval), max(0.0, timeout - (clock() - start))))
+        waited = round(clock() - start, 1)
 
 
 class ExecTimeout(Exception):

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.smshare.kai.plugins.module_utils import fractioning_checks, readiness
+from ansible_collections.smshare.kai.plugins.module_utils import cluster_access, fractioning_checks, readiness
 from ansible_collections.smshare.kai.plugins.module_utils.object_status import condition_summary, owned_pods
 from ansible_collections.smshare.kai.plugins.module_utils.plain import one_line
 from ansible_collections.smshare.kai.plugins.module_utils.pod_images import pod_images
@@ -66,17 +66,15 @@ class Verify(object):
         """Poll read() until predicate(objects)['ok'] or the timeout. The last
         result, with `objects` (what the last read returned) and `failure` (its
         error, '' when it answered): a failed last read names itself."""
-        deadline = self.clock() + float(self.s["timeout"])
-        while True:
+        def step():
             failure = ""
             try:
                 objects = read()
             except ReadError as exc:
                 objects, failure = [], one_line(exc)
             result = dict(readiness.after_failed_read(predicate(objects), failure), objects=objects, failure=failure)
-            if result["ok"] or self.clock() >= deadline:
-                return result
-            self.sleep(min(float(self.s["poll_interval"]), max(0.0, deadline - self.clock())))
+            return result, result["ok"]
+        return cluster_access.poll(step, float(self.s["timeout"]), self.s["poll_interval"], self.clock, self.sleep)[0]
 
     def record(self, name, result, **extra):
         self.checks.append(dict(extra, name=name, ok=bool(result["ok"]), rows=result.get("rows") or [],

@@ -107,7 +107,6 @@ parameter:
 """
 
 import time
-from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -133,9 +132,7 @@ class BudgetReads:
         self.dynamic = None if self.plain else DynamicClient(client)
 
     def _get(self, path, query=None):
-        if query:
-            path += "?" + "&".join("%s=%s" % (key, quote(value, safe="")) for key, value in sorted(query.items()))
-        return cluster_access.plain_json(self.client, "GET", path)
+        return cluster_access.plain_get(self.client, path, query)
 
     def budget_api(self):
         """The first of BUDGET_APIS the API server serves PodDisruptionBudgets from; '' when none."""
@@ -187,12 +184,11 @@ def blocks_now(reads, api, params):
 def run(params, reads, clock=time.monotonic, sleep=time.sleep):
     """Read, and read again while a budget blocks and the timeout allows; the result's fields."""
     api = reads.budget_api()
-    start, waited = clock(), 0.0
-    blocks = blocks_now(reads, api, params)
-    while blocks and clock() - start < params["timeout"]:
-        sleep(min(params["poll_interval"], params["timeout"] - (clock() - start)))
-        waited = round(clock() - start, 1)
+
+    def step():
         blocks = blocks_now(reads, api, params)
+        return blocks, not blocks
+    blocks, waited = cluster_access.poll(step, params["timeout"], params["poll_interval"], clock, sleep)
     return dict(changed=False, ok=not blocks, blocks=blocks, api_version=api, waited=waited,
                 message="; ".join(row["text"] for row in blocks))
 

@@ -136,7 +136,6 @@ parameter:
 """
 
 import time
-from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -182,10 +181,9 @@ class NodeReads:
 
     def pods(self, namespace, selector, node):
         field = "spec.nodeName=%s" % node
-        path = "/api/v1/namespaces/%s/pods?labelSelector=%s&fieldSelector=%s" % (
-            namespace, quote(selector, safe=""), quote(field, safe=""))
         found = self._ask("the pods of %s on %s" % (selector, node),
-                          lambda: cluster_access.plain_json(self.client, "GET", path),
+                          lambda: cluster_access.plain_get(self.client, "/api/v1/namespaces/%s/pods" % namespace,
+                                                           {"labelSelector": selector, "fieldSelector": field}),
                           lambda: self.core.list_namespaced_pod(namespace, label_selector=selector, field_selector=field,
                                                                 _request_timeout=cluster_access.REQUEST_TIMEOUT))
         return (found or {}).get("items") or []
@@ -194,8 +192,7 @@ class NodeReads:
         """Every pod bound to the node, in every namespace."""
         field = "spec.nodeName=%s" % node
         found = self._ask("the pods on %s" % node,
-                          lambda: cluster_access.plain_json(self.client, "GET",
-                                                            "/api/v1/pods?fieldSelector=%s" % quote(field, safe="")),
+                          lambda: cluster_access.plain_get(self.client, "/api/v1/pods", {"fieldSelector": field}),
                           lambda: self.core.list_pod_for_all_namespaces(
                               field_selector=field, _request_timeout=cluster_access.REQUEST_TIMEOUT))
         return (found or {}).get("items") or []
@@ -236,15 +233,13 @@ def read_once(params, reads):
 
 
 def run(params, reads, clock=time.monotonic, sleep=time.sleep):
-    start, waited = clock(), 0.0
-    while True:
+    def step():
         node, pods, node_pods, unanswered = read_once(params, reads)
         results = evaluate(params, node, pods, node_pods, unanswered)
         ok = not unanswered and all(result["ok"] for result in results.values())
-        if ok or clock() - start >= params["timeout"]:
-            break
-        sleep(min(params["poll_interval"], params["timeout"] - (clock() - start)))
-        waited = round(clock() - start, 1)
+        return (node, node_pods, unanswered, results, ok), ok
+    (node, node_pods, unanswered, results, ok), waited = cluster_access.poll(
+        step, params["timeout"], params["poll_interval"], clock, sleep)
     return dict(changed=False, ok=ok, check_results=results, node=node or {}, pods=node_pods or [], waited=waited,
                 unanswered=unanswered,
                 message=" ".join(r["message"].rstrip(".") + "." for r in results.values() if not r["ok"]))

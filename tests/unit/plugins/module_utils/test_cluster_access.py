@@ -225,3 +225,43 @@ def test_plain_json_raises_what_the_typed_apis_raise_for_a_refusal(tmp_path, ans
     with pytest.raises(ApiException) as refused:
         ca.plain_json(client, "GET", "/api/v1/nodes/missing")
     assert refused.value.status == 404 and "NotFound" in refused.value.body
+
+
+class Clock:
+    def __init__(self):
+        self.now, self.sleeps = 0.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize("done_at, timeout, value, waited, sleeps", [
+    (0, 10, 0, 0.0, []),                  # done at once: no wait
+    (2, 10, 2, 4.0, [2, 2]),              # done at the third call
+    (9, 5, 3, 5.0, [2, 2, 1]),            # the last pause is what is left of the timeout
+    (9, 0, 0, 0.0, []),                   # a timeout of 0 calls once
+])
+def test_poll_calls_until_done_or_the_timeout(done_at, timeout, value, waited, sleeps):
+    clock, calls = Clock(), []
+
+    def step():
+        calls.append(clock())
+        return len(calls) - 1, len(calls) - 1 >= done_at
+    assert ca.poll(step, timeout, 2, clock, clock.sleep) == (value, waited)
+    assert clock.sleeps == sleeps
+
+
+def test_plain_get_encodes_the_query():
+    seen = []
+
+    class Client:
+        def param_serialize(self, method, resource_path, header_params, body, auth_settings):
+            seen.append(resource_path)
+            raise StopIteration
+    with pytest.raises(StopIteration):
+        ca.plain_get(Client(), "/api/v1/pods", {"labelSelector": "app in (a,b)", "fieldSelector": "spec.nodeName=n1"})
+    assert seen == ["/api/v1/pods?fieldSelector=spec.nodeName%3Dn1&labelSelector=app%20in%20%28a%2Cb%29"]
