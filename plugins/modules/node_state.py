@@ -19,6 +19,8 @@ description:
     that cannot be written is a warning (RV(event_error)), never a failure, and the Node's change stands."
   - "One module run for what took a C(kubernetes.core.k8s) patch and a second one for the Event: the driver
     rollout enters about seven states per node."
+  - "With O(steps), enters several states one after the other in the same run: one patch and one Event per step,
+    in order, so a watcher of the Node sees each state as if each were a run of its own."
 author:
   - smshare.kai maintainers (@smshare)
 extends_documentation_fragment:
@@ -39,6 +41,48 @@ options:
     description: The Node's name.
     type: str
     required: true
+  steps:
+    description:
+      - States to enter one after the other, each with the keys of a single state (O(labels), O(annotations),
+        O(unschedulable), O(event)); each is patched (where it differs from the step before) and its Event written
+        before the next.
+      - Instead of those keys at the top level, not with them. An empty list reads the Node and changes nothing.
+      - A step the API server refuses ends the run; the steps before it stand, and the message names them.
+    type: list
+    elements: dict
+    suboptions:
+      labels:
+        description: As O(labels), for this step.
+        type: dict
+        default: {}
+      annotations:
+        description: As O(annotations), for this step.
+        type: dict
+        default: {}
+      unschedulable:
+        description: As O(unschedulable), for this step.
+        type: bool
+      event:
+        description: As O(event), for this step.
+        type: dict
+        suboptions:
+          reason:
+            description: As O(event.reason).
+            type: str
+            required: true
+          note:
+            description: As O(event.note).
+            type: str
+            required: true
+          type:
+            description: As O(event.type).
+            type: str
+            choices: [Normal, Warning]
+            default: Normal
+          component:
+            description: As O(event.component).
+            type: str
+            default: smshare.kai
   labels:
     description:
       - Labels to set; a null value removes the label. Labels not named are left as they are.
@@ -91,6 +135,22 @@ EXAMPLES = r"""
       reason: DriverUpgrade
       note: "cordon-required: cordoned for the driver upgrade"
 
+- name: Mark the node upgrade-required, then cordon it, in one run (an Event each)
+  smshare.kai.node_state:
+    name: gpu-node-1
+    steps:
+      - labels:
+          smshare.kai/driver-upgrade-state: upgrade-required
+        event:
+          reason: DriverUpgrade
+          note: "upgrade-required: moving to branch 615"
+      - labels:
+          smshare.kai/driver-upgrade-state: cordon-required
+        unschedulable: true
+        event:
+          reason: DriverUpgrade
+          note: "cordon-required: cordoned for the driver upgrade"
+
 - name: Uncordon it and clear an annotation
   smshare.kai.node_state:
     name: gpu-node-1
@@ -116,6 +176,22 @@ patched:
   description: Whether the Node was (in check mode, would be) patched.
   returned: success
   type: bool
+steps:
+  description: With O(steps), each step's outcome in order.
+  returned: when O(steps) is set
+  type: list
+  elements: dict
+  contains:
+    patched:
+      description: Whether this step patched (in check mode, would patch) the Node.
+      type: bool
+    event:
+      description: The name of the Event this step wrote; empty as for RV(event).
+      type: str
+    event_error:
+      description: Why this step's Event could not be written.
+      type: str
+      returned: when its Event was not written
 event:
   description: The name of the Event written; empty when none was asked for, in check mode, or when it could not be written.
   returned: success
@@ -128,6 +204,10 @@ failure:
   description: Why it failed - C(node_missing), C(cluster), C(bad_input), C(missing_library).
   returned: failure
   type: str
+entered:
+  description: With O(steps), how many steps stood when a later one was refused.
+  returned: when a step of O(steps) was refused
+  type: int
 """
 
 import datetime
@@ -233,9 +313,52 @@ class NodeCalls:
         return self.core.create_namespaced_event("default", body, _request_timeout=cluster_access.REQUEST_TIMEOUT).metadata.name
 
 
+# The keys of one state: a step of `steps`, or the module's own top-level keys.
+STATE_KEYS = ("labels", "annotations", "unschedulable", "event")
+def state_options():
+    """The argument spec of one state's keys (a fresh copy for each place it is used)."""
+    return dict(
+        labels=dict(type="dict", default={}),
+        annotations=dict(type="dict", default={}),
+        unschedulable=dict(type="bool"),
+        event=dict(type="dict", options=dict(
+            reason=dict(type="str", required=True),
+            note=dict(type="str", required=True),
+            type=dict(type="str", choices=["Normal", "Warning"], default="Normal"),
+            component=dict(type="str", default="smshare.kai"),
+        )),
+    )
+
+
+class StepRefused(Exception):
+    """A step after the first was refused: the ones before it stand."""
+
+    def __init__(self, entered, exc):
+        super(StepRefused, self).__init__(str(exc))
+        self.entered, self.exc = entered, exc
+
+
+def steps_of(params):
+    """The states to enter, in order: `steps`, or the one the top-level keys describe."""
+    if params["steps"] is not None:
+        return params["steps"]
+    return [{key: params[key] for key in STATE_KEYS}]
+
+
+def write_event(module, calls, name, event, outcome):
+    try:
+        outcome["event"] = calls.create_event(_stamp(event_body(name, event)))
+    except Exception as exc:  # pylint: disable=broad-except
+        # A record for people: the Node's change stands whatever becomes of it.
+        text = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
+        outcome["event_error"] = "the Event on Node %s could not be written: %s" % (name, text)
+        module.warn(outcome["event_error"])
+
+
 def run(module, calls):
     params = module.params
     name = params["name"]
+    steps = steps_of(params)
     try:
         current = calls.read(name)
     except ApiException as exc:
@@ -243,51 +366,75 @@ def run(module, calls):
             module.fail_json(msg="Node %s is not in the cluster: nothing was changed. Check the node's name (kubectl get "
                              "nodes) against the inventory." % name, failure="node_missing")
         raise
-    patch, after = plan(current, params["labels"], params["annotations"], params["unschedulable"])
-    result = dict(changed=patch is not None, patched=patch is not None, event="", **after)
+    before, outcomes = current, []
+    for index, step in enumerate(steps):
+        patch, after = plan(current, step["labels"], step["annotations"], step["unschedulable"])
+        outcome = {"patched": patch is not None, "event": ""}
+        if not module.check_mode:
+            try:
+                if patch is not None:
+                    calls.patch(name, patch)
+            except ApiException as exc:
+                if index == 0:
+                    raise
+                raise StepRefused(index, exc)
+            if step["event"]:
+                write_event(module, calls, name, step["event"], outcome)
+        outcomes.append(outcome)
+        current = after
+    patched = any(o["patched"] for o in outcomes)
+    asked_events = any(step["event"] for step in steps)
+    written = [o["event"] for o in outcomes if o["event"]]
+    result = dict(changed=patched or (asked_events if module.check_mode else bool(written)), patched=patched,
+                  event=written[-1] if written else "", **current)
+    errors = [o["event_error"] for o in outcomes if "event_error" in o]
+    if errors:
+        result["event_error"] = errors[-1]
+    if params["steps"] is not None:
+        result["steps"] = outcomes
     if module._diff:
-        result["diff"] = diff(current, after, params["labels"], params["annotations"], params["unschedulable"])
-    if module.check_mode:
-        result["changed"] = result["changed"] or bool(params["event"])
-        return result
-    if patch is not None:
-        calls.patch(name, patch)
-    if params["event"]:
-        try:
-            written = calls.create_event(_stamp(event_body(name, params["event"])))
-        except Exception as exc:  # pylint: disable=broad-except
-            # A record for people: the Node's change stands whatever becomes of it.
-            text = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
-            result["event_error"] = "the Event on Node %s could not be written: %s" % (name, text)
-            module.warn(result["event_error"])
-        else:
-            result.update(changed=True, event=written)
+        cordons = [step["unschedulable"] for step in steps if step["unschedulable"] is not None]
+        result["diff"] = diff(before, current, {k: None for step in steps for k in step["labels"]},
+                              {k: None for step in steps for k in step["annotations"]}, cordons[-1] if cordons else None)
     return result
+
+
+def check_state(prefix, state):
+    """The rules of one state's keys (raises validate.BadInput); numbers become their text."""
+    for field in ("labels", "annotations"):
+        for key, value in state[field].items():
+            validate.qualified_name("%s%s key" % (prefix, field), key, example="smshare.kai/driver-upgrade-state")
+            if value is None:
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = state[field][key] = str(value)     # a branch or a count templated as a number
+            if not isinstance(value, str):
+                raise validate.BadInput("%s%s[%s]" % (prefix, field, key), value, "must be a string or null (null removes it)",
+                                        "'615'")
+            if field == "labels" and (len(value) > 63 or not LABEL_VALUE_RE.fullmatch(value)):
+                raise validate.BadInput("%slabels[%s]" % (prefix, key), value, "must be a label value: at most 63 letters, "
+                                        "digits, '-', '_' or '.', starting and ending with a letter or digit", "upgrade-done")
+    event = state["event"]
+    if event:
+        validate.text(prefix + "event.reason", event["reason"], example="DriverUpgrade", pattern=REASON_RE,
+                      max_length=128, rule="must be one CamelCase word")
+        validate.text(prefix + "event.component", event["component"], example="smshare.kai.driver_upgrade", max_length=128)
+        if not event["note"].strip():
+            raise validate.BadInput(prefix + "event.note", event["note"], "must say what happened", "cordoned for the upgrade")
 
 
 def check_input(params):
     """Every parameter rule, before the cluster is asked (raises validate.BadInput)."""
     validate.node_name("name", params["name"])
-    for field in ("labels", "annotations"):
-        for key, value in params[field].items():
-            validate.qualified_name("%s key" % field, key, example="smshare.kai/driver-upgrade-state")
-            if value is None:
-                continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = params[field][key] = str(value)     # a branch or a count templated as a number
-            if not isinstance(value, str):
-                raise validate.BadInput("%s[%s]" % (field, key), value, "must be a string or null (null removes it)",
-                                        "'615'")
-            if field == "labels" and (len(value) > 63 or not LABEL_VALUE_RE.fullmatch(value)):
-                raise validate.BadInput("labels[%s]" % key, value, "must be a label value: at most 63 letters, digits, "
-                                        "'-', '_' or '.', starting and ending with a letter or digit", "upgrade-done")
-    event = params["event"]
-    if event:
-        validate.text("event.reason", event["reason"], example="DriverUpgrade", pattern=REASON_RE, max_length=128,
-                      rule="must be one CamelCase word")
-        validate.text("event.component", event["component"], example="smshare.kai.driver_upgrade", max_length=128)
-        if not event["note"].strip():
-            raise validate.BadInput("event.note", event["note"], "must say what happened", "cordoned for the upgrade")
+    if params["steps"] is None:
+        check_state("", params)
+        return
+    top = [key for key in STATE_KEYS if params[key] not in (None, {})]
+    if top:
+        raise validate.BadInput(top[0], params[top[0]], "cannot be set beside steps: give each state's keys in its step",
+                                "steps: [{labels: {...}, event: {...}}]")
+    for index, step in enumerate(params["steps"]):
+        check_state("steps[%d]." % index, step)
 
 
 def main():
@@ -295,15 +442,8 @@ def main():
         argument_spec=dict(
             cluster_access.ARGUMENT_SPEC,
             name=dict(type="str", required=True),
-            labels=dict(type="dict", default={}),
-            annotations=dict(type="dict", default={}),
-            unschedulable=dict(type="bool"),
-            event=dict(type="dict", options=dict(
-                reason=dict(type="str", required=True),
-                note=dict(type="str", required=True),
-                type=dict(type="str", choices=["Normal", "Warning"], default="Normal"),
-                component=dict(type="str", default="smshare.kai"),
-            )),
+            steps=dict(type="list", elements="dict", options=state_options()),
+            **state_options()
         ),
         supports_check_mode=True,
     )
@@ -314,6 +454,11 @@ def main():
         result = run(module, NodeCalls(cluster_access.api_client(params["kubeconfig"], params["context"])))
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
+    except StepRefused as refused:
+        module.fail_json(msg="the API server refused step %d of Node %s's change: %s %s. The %d step(s) before it "
+                         "stand; that step and the ones after it were not made." % (
+                             refused.entered + 1, params["name"], refused.exc.status, refused.exc.reason, refused.entered),
+                         failure="cluster", entered=refused.entered)
     except ApiException as exc:
         module.fail_json(msg="the API server refused the change of Node %s: %s %s. Nothing of it was changed." % (
             params["name"], exc.status, exc.reason), failure="cluster")

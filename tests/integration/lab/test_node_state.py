@@ -87,3 +87,26 @@ def test_a_node_that_is_not_there_is_named_and_bad_input_writes_nothing(node):
     bad = mark(lab, labels={LABEL: "not a value"}, unschedulable=True)
     assert bad["failed"] and bad["failure"] == "bad_input" and "must be a label value" in bad["msg"]
     assert read(lab)[2] is False and events(lab) == []
+
+
+def test_steps_enter_each_state_in_turn_in_one_run(node):
+    lab = node
+    steps = [{"labels": {LABEL: "upgrade-required"}, "annotations": {TARGET: 615},
+              "event": {"reason": "DriverUpgrade", "note": "upgrade-required: moving to branch 615"}},
+             {"labels": {LABEL: "cordon-required"}, "unschedulable": True,
+              "event": {"reason": "DriverUpgrade", "note": "cordon-required: cordoned for the driver upgrade"}}]
+
+    checked = mark(lab, "--check", "--diff", steps=steps)
+    assert checked["changed"] and [s["patched"] for s in checked["steps"]] == [True, True], checked
+    assert read(lab) == ({"smshare.kai/test": "node-state"}, {"keep": "me"}, False) and events(lab) == []
+
+    entered = mark(lab, steps=steps)
+    assert entered["changed"] and [s["patched"] for s in entered["steps"]] == [True, True], entered
+    assert read(lab) == ({"smshare.kai/test": "node-state", LABEL: "cordon-required"}, {"keep": "me", TARGET: "615"}, True)
+    # One Event per step, in the order the states were entered.
+    assert [m for _r, _t, m in events(lab)] == ["upgrade-required: moving to branch 615",
+                                                "cordon-required: cordoned for the driver upgrade"]
+
+    # Where it is already (a re-run resumes from its label): nothing to patch.
+    again = mark(lab, steps=[{k: v for k, v in steps[1].items() if k != "event"}])
+    assert not again["changed"] and [s["patched"] for s in again["steps"]] == [False], again

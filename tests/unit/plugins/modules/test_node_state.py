@@ -184,3 +184,64 @@ def test_with_a_client_that_makes_plain_calls_the_same_three_calls_are_plain_jso
     assert calls == [("GET", "/api/v1/nodes/gpu-1", "application/json", None),
                      ("PATCH", "/api/v1/nodes/gpu-1", "application/merge-patch+json", {"spec": {"unschedulable": False}}),
                      ("POST", "/api/v1/namespaces/default/events", "application/json", "DriverUpgrade")]
+
+
+CORDON = {"labels": {LABEL: "cordon-required"}, "unschedulable": True, "event": EVENT}
+UPGRADE = {"labels": {LABEL: "upgrade-required"}, "annotations": {TARGET: 615},
+           "event": {"reason": "DriverUpgrade", "note": "upgrade-required: moving to 615"}}
+
+
+def test_steps_are_entered_in_order_each_its_patch_then_its_event(monkeypatch):
+    core = FakeCore(node())
+    done = run_fake(monkeypatch, core, steps=[UPGRADE, CORDON])
+    assert not done.failed and done.result["changed"] and done.result["patched"], done.result
+    assert core.calls == [
+        ("read", "gpu-1"),
+        ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "upgrade-required"}, "annotations": {TARGET: "615"}}}),
+        ("event", "default", "DriverUpgrade", "upgrade-required: moving to 615"),
+        ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "cordon-required"}}, "spec": {"unschedulable": True}}),
+        ("event", "default", "DriverUpgrade", "cordon-required: cordoned")]
+    assert [s["patched"] for s in done.result["steps"]] == [True, True]
+    assert done.result["labels"] == {LABEL: "cordon-required"} and done.result["unschedulable"] is True
+    assert done.result["diff"] == {
+        "before": {"labels": {LABEL: None}, "annotations": {TARGET: None}, "unschedulable": False},
+        "after": {"labels": {LABEL: "cordon-required"}, "annotations": {TARGET: "615"}, "unschedulable": True}}
+
+
+def test_steps_already_taken_write_nothing_and_an_empty_list_changes_nothing(monkeypatch):
+    core = FakeCore(node({LABEL: "cordon-required"}, {TARGET: "615"}, unschedulable=True))
+    done = run_fake(monkeypatch, core, steps=[{"labels": {LABEL: "cordon-required"}, "unschedulable": True}])
+    assert not done.result["changed"] and core.calls == [("read", "gpu-1")]
+    assert run_fake(monkeypatch, FakeCore(node()), steps=[]).result["changed"] is False
+
+
+def test_steps_in_check_mode_are_planned_in_order_and_nothing_written(monkeypatch):
+    core = FakeCore(node())
+    done = run_fake(monkeypatch, core, check_mode=True, steps=[UPGRADE, CORDON])
+    assert done.result["changed"] and core.calls == [("read", "gpu-1")]
+    assert [s["patched"] for s in done.result["steps"]] == [True, True]
+    assert done.result["diff"]["after"]["labels"] == {LABEL: "cordon-required"}
+
+
+def test_a_refused_later_step_names_what_stands(monkeypatch):
+    class RefusesTheCordon(FakeCore):
+        def patch_node(self, name, body, **_):
+            if "spec" in body:
+                raise node_state.ApiException(status=403, reason="Forbidden")
+            super().patch_node(name, body)
+    core = RefusesTheCordon(node())
+    done = run_fake(monkeypatch, core, steps=[UPGRADE, CORDON])
+    assert done.failed and done.result["failure"] == "cluster" and done.result["entered"] == 1, done.result
+    assert "refused step 2 of Node gpu-1's change: 403 Forbidden. The 1 step(s) before it stand" in done.result["msg"]
+    assert [c[0] for c in core.calls] == ["read", "patch", "event"]
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"labels": {LABEL: "x"}, "steps": [CORDON]}, "cannot be set beside steps"),
+    ({"unschedulable": True, "steps": [CORDON]}, "unschedulable=True: cannot be set beside steps"),
+    ({"steps": [CORDON, {"labels": {LABEL: "not ok!"}}]}, "steps[1].labels[%s]" % LABEL),
+    ({"steps": [{"event": {"reason": "no way", "note": "m"}}]}, "steps[0].event.reason"),
+], ids=["labels-beside", "cordon-beside", "step-label-value", "step-reason"])
+def test_bad_steps_are_refused_before_the_cluster_is_asked(monkeypatch, args, words):
+    done = run_module(monkeypatch, node_state.main, dict({"name": "gpu-1", "kubeconfig": "/nonexistent/kubeconfig"}, **args))
+    assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
