@@ -59,18 +59,25 @@ class NodeWatcher(threading.Thread):
                 self.cordons.append((time.time(), name, sorted(n for n in unavailable if n != name)))
 
     def run(self):
+        # Each watch goes on from the last version seen, so no change falls between two watches
+        # (a module run may enter several states a few milliseconds apart); listed again only
+        # after an error (a version too old to watch from, a dropped connection).
+        version = None
         while not self.stopping.is_set():
             try:
-                listing = self.api.list_node()
-                for node in listing.items:
-                    self.record(node)
-                self.synced.set()
-                for event in watch.Watch().stream(self.api.list_node, timeout_seconds=20,
-                                                  resource_version=listing.metadata.resource_version):
+                if version is None:
+                    listing = self.api.list_node()
+                    for node in listing.items:
+                        self.record(node)
+                    version = listing.metadata.resource_version
+                    self.synced.set()
+                for event in watch.Watch().stream(self.api.list_node, timeout_seconds=20, resource_version=version):
                     self.record(event["object"])
+                    version = event["object"].metadata.resource_version
                     if self.stopping.is_set():
                         return
             except Exception:   # noqa: BLE001 - a dropped watch is listed again
+                version = None
                 time.sleep(0.5)
 
     def stop(self):
