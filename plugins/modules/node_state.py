@@ -17,6 +17,9 @@ description:
   - "With O(event), also writes an Event on the Node (C(kubectl describe node) shows it), as the kubelet does
     for its own: C(involvedObject) the Node, its C(uid) the Node's name. The Event is a record for people: one
     that cannot be written is a warning (RV(event_error)), never a failure, and the Node's change stands."
+  - "The Event's time is C(eventTime), in microseconds (with C(reportingComponent), C(reportingInstance) this
+    controller's host name, and C(action) the reason), as C(events.k8s.io) writers set it: C(kubectl describe)
+    then lists Events written within one second in the order they were written."
   - "One module run for what took a C(kubernetes.core.k8s) patch and a second one for the Event: the driver
     rollout enters about seven states per node."
   - "With O(steps), enters several states one after the other in the same run: one patch and one Event per step,
@@ -117,7 +120,7 @@ options:
         choices: [Normal, Warning]
         default: Normal
       component:
-        description: The Event's source component.
+        description: The Event's source component (also its C(reportingComponent)), a Kubernetes qualified name.
         type: str
         default: smshare.kai
 requirements:
@@ -193,11 +196,15 @@ steps:
       type: str
       returned: when its Event was not written
 event:
-  description: The name of the Event written; empty when none was asked for, in check mode, or when it could not be written.
+  description:
+    - The name of the Event written; empty when none was asked for, in check mode, or when it could not be written.
+    - With O(steps), the last Event written (RV(steps) has each step's).
   returned: success
   type: str
 event_error:
-  description: Why the Event asked for could not be written; the Node's change stands.
+  description:
+    - Why the Event asked for could not be written; the Node's change stands.
+    - With O(steps), the last such reason (RV(steps) has each step's).
   returned: when the Event was not written
   type: str
 failure:
@@ -205,13 +212,14 @@ failure:
   returned: failure
   type: str
 entered:
-  description: With O(steps), how many steps stood when a later one was refused.
-  returned: when a step of O(steps) was refused
+  description: With O(steps), how many steps stand (were made) when a later one was refused or got no answer.
+  returned: when a step after the first of O(steps) was not made
   type: int
 """
 
 import datetime
 import re
+import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -272,13 +280,16 @@ def event_body(node, event):
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
         "reason": event["reason"], "message": message, "type": event["type"],
         "source": {"component": event["component"]},
-        "count": 1,
+        # As events.k8s.io's writers do (the action: the reason; the instance: this controller).
+        "reportingComponent": event["component"], "reportingInstance": socket.gethostname()[:128],
+        "action": event["reason"],
     }
 
 
 def _stamp(body):
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body.update(firstTimestamp=now, lastTimestamp=now)
+    # eventTime alone, in microseconds: kubectl describe sorts on lastTimestamp where one is set, whole
+    # seconds, and the Events of one run's steps share their second.
+    body["eventTime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return body
 
 
@@ -315,6 +326,8 @@ class NodeCalls:
 
 # The keys of one state: a step of `steps`, or the module's own top-level keys.
 STATE_KEYS = ("labels", "annotations", "unschedulable", "event")
+
+
 def state_options():
     """The argument spec of one state's keys (a fresh copy for each place it is used)."""
     return dict(
@@ -331,11 +344,20 @@ def state_options():
 
 
 class StepRefused(Exception):
-    """A step after the first was refused: the ones before it stand."""
+    """A step after the first was refused or got no answer: the ones before it stand."""
 
-    def __init__(self, entered, exc):
+    def __init__(self, entered, step, exc):
         super(StepRefused, self).__init__(str(exc))
-        self.entered, self.exc = entered, exc
+        self.entered, self.step = entered, step
+        self.why = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
+
+
+def describe_step(step):
+    """A step as people name it: its labels and cordon."""
+    said = ["%s=%s" % (key, value) for key, value in sorted(step["labels"].items())]
+    if step["unschedulable"] is not None:
+        said.append("cordoned" if step["unschedulable"] else "uncordoned")
+    return ", ".join(said) or "annotations only"
 
 
 def steps_of(params):
@@ -374,10 +396,10 @@ def run(module, calls):
             try:
                 if patch is not None:
                     calls.patch(name, patch)
-            except ApiException as exc:
+            except Exception as exc:  # pylint: disable=broad-except
                 if index == 0:
                     raise
-                raise StepRefused(index, exc)
+                raise StepRefused(index, describe_step(step), exc)
             if step["event"]:
                 write_event(module, calls, name, step["event"], outcome)
         outcomes.append(outcome)
@@ -418,7 +440,7 @@ def check_state(prefix, state):
     if event:
         validate.text(prefix + "event.reason", event["reason"], example="DriverUpgrade", pattern=REASON_RE,
                       max_length=128, rule="must be one CamelCase word")
-        validate.text(prefix + "event.component", event["component"], example="smshare.kai.driver_upgrade", max_length=128)
+        validate.qualified_name(prefix + "event.component", event["component"], example="smshare.kai.driver_upgrade")
         if not event["note"].strip():
             raise validate.BadInput(prefix + "event.note", event["note"], "must say what happened", "cordoned for the upgrade")
 
@@ -455,9 +477,9 @@ def main():
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
     except StepRefused as refused:
-        module.fail_json(msg="the API server refused step %d of Node %s's change: %s %s. The %d step(s) before it "
-                         "stand; that step and the ones after it were not made." % (
-                             refused.entered + 1, params["name"], refused.exc.status, refused.exc.reason, refused.entered),
+        module.fail_json(msg="step %d of Node %s's change (%s) was not made: %s. The %d step(s) before it stand; the "
+                         "ones after it were not made." % (refused.entered + 1, params["name"], refused.step, refused.why,
+                                                            refused.entered),
                          failure="cluster", entered=refused.entered)
     except ApiException as exc:
         module.fail_json(msg="the API server refused the change of Node %s: %s %s. Nothing of it was changed." % (

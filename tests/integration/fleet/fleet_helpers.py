@@ -71,11 +71,14 @@ class NodeWatcher(threading.Thread):
                         self.record(node)
                     version = listing.metadata.resource_version
                     self.synced.set()
+                began = time.monotonic()
                 for event in watch.Watch().stream(self.api.list_node, timeout_seconds=20, resource_version=version):
                     self.record(event["object"])
                     version = event["object"].metadata.resource_version
                     if self.stopping.is_set():
                         return
+                if time.monotonic() - began < 1:
+                    time.sleep(0.5)     # a watch the server ended at once: not a busy loop
             except Exception:   # noqa: BLE001 - a dropped watch is listed again
                 version = None
                 time.sleep(0.5)

@@ -1,6 +1,7 @@
 # Apache-2.0
 """node_state: the patch it plans from a Node, the Event it writes, and its
 refusal of bad input (on a real API server: tests/integration/lab/test_node_state.py)."""
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -148,7 +149,9 @@ def test_a_missing_node_is_named_and_nothing_written(monkeypatch):
     ({"labels": {LABEL: True}}, "must be a string or null"),
     ({"event": {"reason": "driver upgrade", "note": "m"}}, "must be one CamelCase word"),
     ({"event": {"reason": "DriverUpgrade", "note": "  "}}, "must say what happened"),
-], ids=["node-name", "label-key", "label-value", "label-value-long", "annotation-not-text", "label-bool", "reason", "note-blank"])
+    ({"event": {"reason": "DriverUpgrade", "note": "m", "component": "smshare kai"}}, "must be a Kubernetes qualified name"),
+], ids=["node-name", "label-key", "label-value", "label-value-long", "annotation-not-text", "label-bool", "reason", "note-blank",
+        "component"])
 def test_bad_input_is_refused_before_the_cluster_is_asked(monkeypatch, args, words):
     done = run_module(monkeypatch, node_state.main, dict({"name": "gpu-1", "kubeconfig": "/nonexistent/kubeconfig"}, **args))
     assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
@@ -232,8 +235,30 @@ def test_a_refused_later_step_names_what_stands(monkeypatch):
     core = RefusesTheCordon(node())
     done = run_fake(monkeypatch, core, steps=[UPGRADE, CORDON])
     assert done.failed and done.result["failure"] == "cluster" and done.result["entered"] == 1, done.result
-    assert "refused step 2 of Node gpu-1's change: 403 Forbidden. The 1 step(s) before it stand" in done.result["msg"]
+    assert ("step 2 of Node gpu-1's change (%s=cordon-required, cordoned) was not made: 403 Forbidden. The 1 step(s) "
+            "before it stand" % LABEL) in done.result["msg"]
     assert [c[0] for c in core.calls] == ["read", "patch", "event"]
+
+
+def test_a_later_step_without_an_answer_names_what_stands(monkeypatch):
+    class LosesTheServer(FakeCore):
+        def patch_node(self, name, body, **_):
+            if "spec" in body:
+                raise ConnectionRefusedError("connection refused")
+            super().patch_node(name, body)
+    done = run_fake(monkeypatch, LosesTheServer(node()), steps=[UPGRADE, CORDON])
+    assert done.failed and done.result["failure"] == "cluster" and done.result["entered"] == 1, done.result
+    assert "was not made: connection refused" in done.result["msg"]
+
+
+def test_the_events_time_is_in_microseconds_so_one_runs_steps_keep_their_order():
+    body = node_state._stamp(node_state.event_body("gpu-1", {"reason": "DriverUpgrade", "note": "n", "type": "Normal",
+                                                             "component": "smshare.kai.driver_upgrade"}))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", body["eventTime"])
+    # kubectl describe sorts on lastTimestamp wherever one is set (whole seconds).
+    assert "lastTimestamp" not in body and "firstTimestamp" not in body
+    assert (body["reportingComponent"], body["action"]) == ("smshare.kai.driver_upgrade", "DriverUpgrade")
+    assert body["reportingInstance"]
 
 
 @pytest.mark.parametrize("args, words", [
