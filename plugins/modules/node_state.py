@@ -19,7 +19,9 @@ description:
     that cannot be written is a warning (RV(event_error)), never a failure, and the Node's change stands."
   - "The Event's time is C(eventTime), in microseconds (with C(reportingComponent), C(reportingInstance) this
     controller's host name, and C(action) the reason), as C(events.k8s.io) writers set it: C(kubectl describe)
-    then lists Events written within one second in the order they were written."
+    then lists Events written within one second in the order they were written. Such an Event of a Node is
+    kept in the C(kube-system) namespace (C(kubectl describe node) finds it there; C(kubectl get events -n
+    kube-system) lists it)."
   - "One module run for what took a C(kubernetes.core.k8s) patch and a second one for the Event: the driver
     rollout enters about seven states per node."
   - "With O(steps), enters several states one after the other in the same run: one patch and one Event per step,
@@ -231,6 +233,9 @@ from ansible_collections.smshare.kai.plugins.module_utils.cluster_access import 
 LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 REASON_RE = r"[A-Z][A-Za-z0-9]*"
 MESSAGE_LIMIT = 1000
+# An Event with eventTime on a cluster-scoped object: kube-system is the namespace every API
+# server accepts for it (1.20 refuses default; later ones take either).
+EVENT_NAMESPACE = "kube-system"
 
 
 def plan(current, labels, annotations, unschedulable):
@@ -275,7 +280,7 @@ def event_body(node, event):
         message = message[:MESSAGE_LIMIT - 3] + "..."
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": node + ".", "namespace": "default"},
+        "metadata": {"generateName": node + ".", "namespace": EVENT_NAMESPACE},
         # kubectl describe node matches its events on the Node's name as uid (the kubelet's convention).
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
         "reason": event["reason"], "message": message, "type": event["type"],
@@ -320,8 +325,8 @@ class NodeCalls:
 
     def create_event(self, body):
         if self.core is None:
-            return cluster_access.plain_json(self.client, "POST", "/api/v1/namespaces/default/events", body)["metadata"]["name"]
-        return self.core.create_namespaced_event("default", body, _request_timeout=cluster_access.REQUEST_TIMEOUT).metadata.name
+            return cluster_access.plain_json(self.client, "POST", "/api/v1/namespaces/%s/events" % EVENT_NAMESPACE, body)["metadata"]["name"]
+        return self.core.create_namespaced_event(EVENT_NAMESPACE, body, _request_timeout=cluster_access.REQUEST_TIMEOUT).metadata.name
 
 
 # The keys of one state: a step of `steps`, or the module's own top-level keys.

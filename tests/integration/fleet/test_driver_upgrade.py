@@ -577,7 +577,7 @@ def test_the_rules_held_throughout(fleet):
     last = fleet["old"][3]
     described = lab.kubectl("describe", "node", last).stdout
     assert "DriverUpgradeBlocked" in described and "upgrade-failed: Check no bare pod is left" in described, described
-    events = json.loads(lab.kubectl("-n", "default", "get", "events", "-o", "json", "--field-selector",
+    events = json.loads(lab.kubectl("-n", "kube-system", "get", "events", "-o", "json", "--field-selector",
                                     f"involvedObject.kind=Node,involvedObject.name={last},reason=DriverUpgrade")
                         .stdout)["items"]
     states = [e["message"].split(":", 1)[0] for e in sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))]

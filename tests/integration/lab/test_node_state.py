@@ -31,7 +31,7 @@ def read(lab):
 
 
 def events(lab):
-    found = json.loads(lab.kubectl("-n", "default", "get", "events", "-o", "json", "--field-selector",
+    found = json.loads(lab.kubectl("-n", "kube-system", "get", "events", "-o", "json", "--field-selector",
                                    f"involvedObject.kind=Node,involvedObject.name={NODE}").stdout)["items"]
     found = [e for e in found if e["reason"].startswith("DriverUpgrade")]    # not the node controller's
     return [(e["reason"], e["type"], e["message"]) for e in sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))]
@@ -41,7 +41,7 @@ def events(lab):
 def node(lab):
     def clean():
         lab.kubectl("delete", "node", NODE, "--ignore-not-found")
-        lab.kubectl("-n", "default", "delete", "events", "--field-selector", f"involvedObject.name={NODE}",
+        lab.kubectl("-n", "kube-system", "delete", "events", "--field-selector", f"involvedObject.name={NODE}",
                     check=False)
     clean()
     lab.kubectl("create", "-f", "-", input_text=json.dumps({

@@ -54,7 +54,7 @@ def test_the_event_names_the_node_as_kubectl_describe_node_matches_it():
     body = node_state.event_body("gpu-1", {"reason": "DriverUpgrade", "note": "x" * 1500, "type": "Warning",
                                            "component": "smshare.kai.driver_upgrade"})
     assert body["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": "gpu-1"}
-    assert body["metadata"] == {"generateName": "gpu-1.", "namespace": "default"}
+    assert body["metadata"] == {"generateName": "gpu-1.", "namespace": "kube-system"}
     assert len(body["message"]) == 1000 and body["message"].endswith("...")
     assert (body["type"], body["reason"]) == ("Warning", "DriverUpgrade")
     assert body["source"] == {"component": "smshare.kai.driver_upgrade"}
@@ -105,7 +105,7 @@ def test_a_change_is_one_merge_patch_then_its_event(monkeypatch):
     assert not done.failed and done.result["changed"] and done.result["patched"]
     assert core.calls == [("read", "gpu-1"),
                           ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "cordon-required"}}, "spec": {"unschedulable": True}}),
-                          ("event", "default", "DriverUpgrade", "cordon-required: cordoned")]
+                          ("event", "kube-system", "DriverUpgrade", "cordon-required: cordoned")]
     assert done.result["event"] == "gpu-1.abcde" and done.result["unschedulable"] is True
 
 
@@ -186,7 +186,7 @@ def test_with_a_client_that_makes_plain_calls_the_same_three_calls_are_plain_jso
     assert not done.failed and done.result["event"] == "gpu-1.x1y2z" and done.result["unschedulable"] is False
     assert calls == [("GET", "/api/v1/nodes/gpu-1", "application/json", None),
                      ("PATCH", "/api/v1/nodes/gpu-1", "application/merge-patch+json", {"spec": {"unschedulable": False}}),
-                     ("POST", "/api/v1/namespaces/default/events", "application/json", "DriverUpgrade")]
+                     ("POST", "/api/v1/namespaces/kube-system/events", "application/json", "DriverUpgrade")]
 
 
 CORDON = {"labels": {LABEL: "cordon-required"}, "unschedulable": True, "event": EVENT}
@@ -201,9 +201,9 @@ def test_steps_are_entered_in_order_each_its_patch_then_its_event(monkeypatch):
     assert core.calls == [
         ("read", "gpu-1"),
         ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "upgrade-required"}, "annotations": {TARGET: "615"}}}),
-        ("event", "default", "DriverUpgrade", "upgrade-required: moving to 615"),
+        ("event", "kube-system", "DriverUpgrade", "upgrade-required: moving to 615"),
         ("patch", "gpu-1", {"metadata": {"labels": {LABEL: "cordon-required"}}, "spec": {"unschedulable": True}}),
-        ("event", "default", "DriverUpgrade", "cordon-required: cordoned")]
+        ("event", "kube-system", "DriverUpgrade", "cordon-required: cordoned")]
     assert [s["patched"] for s in done.result["steps"]] == [True, True]
     assert done.result["labels"] == {LABEL: "cordon-required"} and done.result["unschedulable"] is True
     assert done.result["diff"] == {
