@@ -482,10 +482,9 @@ def main():
     except cluster_access.AccessError as exc:
         module.fail_json(msg=str(exc), failure="cluster")
     except StepRefused as refused:
+        said = (refused.entered + 1, params["name"], refused.step, refused.why, refused.entered)
         module.fail_json(msg="step %d of Node %s's change (%s) was not made: %s. The %d step(s) before it stand; the "
-                         "ones after it were not made." % (refused.entered + 1, params["name"], refused.step, refused.why,
-                                                            refused.entered),
-                         failure="cluster", entered=refused.entered)
+                         "ones after it were not made." % said, failure="cluster", entered=refused.entered)
     except ApiException as exc:
         module.fail_json(msg="the API server refused the change of Node %s: %s %s. Nothing of it was changed." % (
             params["name"], exc.status, exc.reason), failure="cluster")
