@@ -52,7 +52,8 @@ options:
         O(unschedulable), O(event)); each is patched (where it differs from the step before) and its Event written
         before the next.
       - Instead of those keys at the top level, not with them. An empty list reads the Node and changes nothing.
-      - A step the API server refuses ends the run; the steps before it stand, and the message names them.
+      - A step the API server refuses (or does not answer) ends the run; the steps before it stand, and the message
+        says how many (RV(entered)).
     type: list
     elements: dict
     suboptions:
@@ -298,35 +299,51 @@ def _stamp(body):
     return body
 
 
+class Unanswered(Exception):
+    """A call that got no answer from the API server (a refused connection, a timeout)."""
+
+
 class NodeCalls:
     """The module's three calls, with dicts: plain JSON where the client makes
-    calls itself (no typed API to import), CoreV1Api with older libraries."""
+    calls itself (no typed API to import), CoreV1Api with older libraries. A
+    call without an answer raises Unanswered, one the server refused ApiException."""
 
     def __init__(self, client):
         self.client = client
         self.core = None if cluster_access.plain_calls(client) else kclient.CoreV1Api(client)
 
+    @staticmethod
+    def _answered(call):
+        try:
+            return call()
+        except ApiException:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            raise Unanswered(str(exc))
+
     def read(self, name):
         if self.core is None:
-            found = cluster_access.plain_json(self.client, "GET", "/api/v1/nodes/%s" % name)
+            found = self._answered(lambda: cluster_access.plain_json(self.client, "GET", "/api/v1/nodes/%s" % name))
             meta, spec = found.get("metadata") or {}, found.get("spec") or {}
             return {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
                     "unschedulable": bool(spec.get("unschedulable"))}
-        found = self.core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT)
+        found = self._answered(lambda: self.core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT))
         return {"labels": found.metadata.labels or {}, "annotations": found.metadata.annotations or {},
                 "unschedulable": bool(found.spec.unschedulable) if found.spec else False}
 
     def patch(self, name, body):
         if self.core is None:
-            cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
-                                      content_type="application/merge-patch+json")
+            self._answered(lambda: cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
+                                                             content_type="application/merge-patch+json"))
         else:   # older libraries send a dict as a strategic merge patch: the same for labels, annotations and a bool
-            self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT)
+            self._answered(lambda: self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT))
 
     def create_event(self, body):
         if self.core is None:
-            return cluster_access.plain_json(self.client, "POST", "/api/v1/namespaces/%s/events" % EVENT_NAMESPACE, body)["metadata"]["name"]
-        return self.core.create_namespaced_event(EVENT_NAMESPACE, body, _request_timeout=cluster_access.REQUEST_TIMEOUT).metadata.name
+            return self._answered(lambda: cluster_access.plain_json(
+                self.client, "POST", "/api/v1/namespaces/%s/events" % EVENT_NAMESPACE, body))["metadata"]["name"]
+        return self._answered(lambda: self.core.create_namespaced_event(
+            EVENT_NAMESPACE, body, _request_timeout=cluster_access.REQUEST_TIMEOUT)).metadata.name
 
 
 # The keys of one state: a step of `steps`, or the module's own top-level keys.
@@ -354,7 +371,12 @@ class StepRefused(Exception):
     def __init__(self, entered, step, exc):
         super(StepRefused, self).__init__(str(exc))
         self.entered, self.step = entered, step
-        self.why = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
+        self.why = failure_text(exc)
+
+
+def failure_text(exc):
+    """What an API call's failure says: the status and reason the server gave, else the error."""
+    return "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
 
 
 def describe_step(step):
@@ -377,8 +399,7 @@ def write_event(module, calls, name, event, outcome):
         outcome["event"] = calls.create_event(_stamp(event_body(name, event)))
     except Exception as exc:  # pylint: disable=broad-except
         # A record for people: the Node's change stands whatever becomes of it.
-        text = "%s %s" % (exc.status, exc.reason) if isinstance(exc, ApiException) else str(exc)
-        outcome["event_error"] = "the Event on Node %s could not be written: %s" % (name, text)
+        outcome["event_error"] = "the Event on Node %s could not be written: %s" % (name, failure_text(exc))
         module.warn(outcome["event_error"])
 
 
@@ -401,7 +422,7 @@ def run(module, calls):
             try:
                 if patch is not None:
                     calls.patch(name, patch)
-            except Exception as exc:  # pylint: disable=broad-except
+            except (ApiException, Unanswered) as exc:
                 if index == 0:
                     raise
                 raise StepRefused(index, describe_step(step), exc)
@@ -488,6 +509,9 @@ def main():
     except ApiException as exc:
         module.fail_json(msg="the API server refused the change of Node %s: %s %s. Nothing of it was changed." % (
             params["name"], exc.status, exc.reason), failure="cluster")
+    except Unanswered as exc:
+        module.fail_json(msg="the API server did not answer for Node %s: %s. Run it again once it answers: only what "
+                         "differs is changed." % (params["name"], exc), failure="cluster")
     module.exit_json(**result)
 
 

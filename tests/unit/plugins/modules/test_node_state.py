@@ -270,3 +270,12 @@ def test_the_events_time_is_in_microseconds_so_one_runs_steps_keep_their_order()
 def test_bad_steps_are_refused_before_the_cluster_is_asked(monkeypatch, args, words):
     done = run_module(monkeypatch, node_state.main, dict({"name": "gpu-1", "kubeconfig": "/nonexistent/kubeconfig"}, **args))
     assert done.failed and done.result["failure"] == "bad_input" and words in done.result["msg"], done.result
+
+
+def test_an_api_server_that_does_not_answer_is_named_not_a_traceback(monkeypatch):
+    class Silent(FakeCore):
+        def read_node(self, name, **_):
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+    done = run_fake(monkeypatch, Silent(node()), labels={LABEL: "x"}, event=EVENT)
+    assert done.failed and done.result["failure"] == "cluster", done.result
+    assert "the API server did not answer for Node gpu-1: [Errno 111] Connection refused" in done.result["msg"]
