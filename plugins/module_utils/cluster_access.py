@@ -61,6 +61,22 @@ class AccessError(Exception):
     """The kubeconfig (or the pod's service account) gave no client."""
 
 
+class Unanswered(Exception):
+    """A call the API server gave no answer to (a refused connection, a timeout); a
+    module that waits past refusals too raises it for those as well."""
+
+
+def answered(call):
+    """call()'s value; a call without an answer raises Unanswered, one the server
+    refused its ApiException."""
+    try:
+        return call()
+    except ApiException:
+        raise
+    except Exception as exc:  # pylint: disable=broad-except
+        raise Unanswered(str(exc))
+
+
 def _default_kubeconfig():
     """KUBECONFIG (a path or a list of them) or ~/.kube/config, read now, not
     when the kubernetes library was imported; None when neither is there."""

@@ -299,50 +299,37 @@ def _stamp(body):
     return body
 
 
-class Unanswered(Exception):
-    """A call that got no answer from the API server (a refused connection, a timeout)."""
-
-
 class NodeCalls:
     """The module's three calls, with dicts: plain JSON where the client makes
     calls itself (no typed API to import), CoreV1Api with older libraries. A
-    call without an answer raises Unanswered, one the server refused ApiException."""
+    call without an answer raises cluster_access.Unanswered, one the server refused ApiException."""
 
     def __init__(self, client):
         self.client = client
         self.core = None if cluster_access.plain_calls(client) else kclient.CoreV1Api(client)
 
-    @staticmethod
-    def _answered(call):
-        try:
-            return call()
-        except ApiException:
-            raise
-        except Exception as exc:  # pylint: disable=broad-except
-            raise Unanswered(str(exc))
-
     def read(self, name):
         if self.core is None:
-            found = self._answered(lambda: cluster_access.plain_json(self.client, "GET", "/api/v1/nodes/%s" % name))
+            found = cluster_access.answered(lambda: cluster_access.plain_json(self.client, "GET", "/api/v1/nodes/%s" % name))
             meta, spec = found.get("metadata") or {}, found.get("spec") or {}
             return {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
                     "unschedulable": bool(spec.get("unschedulable"))}
-        found = self._answered(lambda: self.core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT))
+        found = cluster_access.answered(lambda: self.core.read_node(name, _request_timeout=cluster_access.REQUEST_TIMEOUT))
         return {"labels": found.metadata.labels or {}, "annotations": found.metadata.annotations or {},
                 "unschedulable": bool(found.spec.unschedulable) if found.spec else False}
 
     def patch(self, name, body):
         if self.core is None:
-            self._answered(lambda: cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
+            cluster_access.answered(lambda: cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
                                                              content_type="application/merge-patch+json"))
         else:   # older libraries send a dict as a strategic merge patch: the same for labels, annotations and a bool
-            self._answered(lambda: self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT))
+            cluster_access.answered(lambda: self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT))
 
     def create_event(self, body):
         if self.core is None:
-            return self._answered(lambda: cluster_access.plain_json(
+            return cluster_access.answered(lambda: cluster_access.plain_json(
                 self.client, "POST", "/api/v1/namespaces/%s/events" % EVENT_NAMESPACE, body))["metadata"]["name"]
-        return self._answered(lambda: self.core.create_namespaced_event(
+        return cluster_access.answered(lambda: self.core.create_namespaced_event(
             EVENT_NAMESPACE, body, _request_timeout=cluster_access.REQUEST_TIMEOUT)).metadata.name
 
 
@@ -422,7 +409,7 @@ def run(module, calls):
             try:
                 if patch is not None:
                     calls.patch(name, patch)
-            except (ApiException, Unanswered) as exc:
+            except (ApiException, cluster_access.Unanswered) as exc:
                 if index == 0:
                     raise
                 raise StepRefused(index, describe_step(step), exc)
@@ -509,7 +496,7 @@ def main():
     except ApiException as exc:
         module.fail_json(msg="the API server refused the change of Node %s: %s %s. Nothing of it was changed." % (
             params["name"], exc.status, exc.reason), failure="cluster")
-    except Unanswered as exc:
+    except cluster_access.Unanswered as exc:
         module.fail_json(msg="the API server did not answer for Node %s: %s. Run it again once it answers: only what "
                          "differs is changed." % (params["name"], exc), failure="cluster")
     module.exit_json(**result)

@@ -149,10 +149,6 @@ AGENT_CHECKS = ("agents_left", "agents_back")
 POD_CHECKS = ("gpu_pods_gone",)
 
 
-class Unanswered(Exception):
-    """A read the API server did not answer (or refused): the wait goes on."""
-
-
 class NodeReads:
     """The reads, as the API's JSON: plain calls where the client makes them
     itself, CoreV1Api with older kubernetes libraries."""
@@ -169,9 +165,9 @@ class NodeReads:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise Unanswered("reading %s: %s %s" % (what, exc.status, exc.reason))
+            raise cluster_access.Unanswered("reading %s: %s %s" % (what, exc.status, exc.reason))
         except Exception as exc:  # pylint: disable=broad-except
-            raise Unanswered("reading %s: %s" % (what, exc))
+            raise cluster_access.Unanswered("reading %s: %s" % (what, exc))
 
     def node(self, name):
         """The Node, None when it is gone."""
@@ -227,7 +223,7 @@ def read_once(params, reads):
             pods = reads.pods(params["agent_namespace"], params["agent_selector"], params["node"])
         if any(check in POD_CHECKS for check in checks):
             node_pods = reads.node_pods(params["node"])
-    except Unanswered as exc:
+    except cluster_access.Unanswered as exc:
         return node, pods, node_pods, str(exc)
     return node, pods, node_pods, ""
 

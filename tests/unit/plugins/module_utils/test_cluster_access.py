@@ -265,3 +265,17 @@ def test_plain_get_encodes_the_query():
     with pytest.raises(StopIteration):
         ca.plain_get(Client(), "/api/v1/pods", {"labelSelector": "app in (a,b)", "fieldSelector": "spec.nodeName=n1"})
     assert seen == ["/api/v1/pods?fieldSelector=spec.nodeName%3Dn1&labelSelector=app%20in%20%28a%2Cb%29"]
+
+
+def test_answered_passes_a_refusal_and_names_a_call_without_an_answer():
+    assert ca.answered(lambda: {"kind": "Node"}) == {"kind": "Node"}
+
+    def refused():
+        raise ca.ApiException(status=403, reason="Forbidden")
+
+    def silent():
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+    with pytest.raises(ca.ApiException):
+        ca.answered(refused)
+    with pytest.raises(ca.Unanswered, match="Connection refused"):
+        ca.answered(silent)
