@@ -320,8 +320,8 @@ class NodeCalls:
 
     def patch(self, name, body):
         if self.core is None:
-            cluster_access.answered(lambda: cluster_access.plain_json(self.client, "PATCH", "/api/v1/nodes/%s" % name, body,
-                                                             content_type="application/merge-patch+json"))
+            cluster_access.answered(lambda: cluster_access.plain_json(
+                self.client, "PATCH", "/api/v1/nodes/%s" % name, body, content_type="application/merge-patch+json"))
         else:   # older libraries send a dict as a strategic merge patch: the same for labels, annotations and a bool
             cluster_access.answered(lambda: self.core.patch_node(name, body, _request_timeout=cluster_access.REQUEST_TIMEOUT))
 
